@@ -1,0 +1,32 @@
+"""glance_jax: GLANCE lossless speculative decoding for vision-language models, in JAX/Flax.
+
+Public API (the architecture in one screen):
+
+  Target (Qwen3-VL, frozen)
+    load_target(path_or_repo_id, dtype=..., mesh=None) -> Target
+    Target.random(config) / Target.prefill / .decode / .forward_block / .generate_greedy
+    Qwen3VLConfig, QWEN3_VL_8B, tiny_config
+
+  Inputs
+    Processor.from_pretrained(dir), prepare_inputs(processor, prompts, images) -> ModelInputs
+
+  Sharding
+    make_mesh(shape), DEFAULT_RULES
+
+  Decoding building blocks
+    build_tree(log_q, num_nodes) -> Tree
+"""
+
+from glance_jax.config import QWEN3_VL_8B, Qwen3VLConfig, TextConfig, VisionConfig, tiny_config
+from glance_jax.decode.tree import Tree, build_tree, chain_tree
+from glance_jax.qwen3_vl.inputs import ModelInputs, Processor, prepare_inputs, prepare_inputs_from_ids
+from glance_jax.qwen3_vl.target import InputError, Target, load_target
+from glance_jax.sharding import DEFAULT_RULES, make_mesh
+
+__all__ = [
+    "QWEN3_VL_8B", "Qwen3VLConfig", "TextConfig", "VisionConfig", "tiny_config",
+    "Tree", "build_tree", "chain_tree",
+    "ModelInputs", "Processor", "prepare_inputs", "prepare_inputs_from_ids",
+    "InputError", "Target", "load_target",
+    "DEFAULT_RULES", "make_mesh",
+]

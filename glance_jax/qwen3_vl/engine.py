@@ -1,0 +1,115 @@
+"""The target's jitted entry points: prefill, one-token decode, K-token forward with a block mask.
+
+Functional at the jit boundary: every function takes (graphdef, params) and merges inside, so the
+weights are jit arguments (not constants baked into the HLO) and the cache goes in and comes out.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask
+
+
+@flax.struct.dataclass
+class Output:
+  logits: jax.Array                # fp32 [B, T, V] (or [B, 1, V] with logits_at="last")
+  cache: KVCache
+  taps: dict[int, jax.Array]       # decoder layer i -> [B, T, D], HF hidden_states[i + 1]
+
+
+def _last_rows(h: jax.Array, lengths: jax.Array) -> jax.Array:
+  """h [B,T,D] -> [B,1,D] at index lengths-1 per row."""
+  idx = jnp.clip(lengths - 1, 0, h.shape[1] - 1)
+  return jnp.take_along_axis(h, idx[:, None, None], axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "tap_layers", "logits_at"),
+                   donate_argnames=("cache",))
+def prefill(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, input_ids: jax.Array,
+            attention_mask: jax.Array, positions: jax.Array, pixel_values: jax.Array | None = None,
+            vision_meta: dict[str, jax.Array] | None = None, *, tap_layers: tuple[int, ...] = (),
+            logits_at: str = "all") -> Output:
+  """Prompt (right-padded) with images. input_ids [B,S], attention_mask bool [B,S],
+  positions [3,B,S]. Advances cache.length by each row's valid length."""
+  model = nnx.merge(graphdef, params)
+  image_embeds = deepstack = None
+  if pixel_values is not None:
+    image_embeds, deepstack = model.encode_images(pixel_values, vision_meta)
+  valid = attention_mask.astype(bool)
+  h, cache, taps = model(input_ids, positions, cache, causal_block_mask(valid),
+                         image_embeds=image_embeds, deepstack=deepstack, tap_layers=tap_layers)
+  lengths = jnp.sum(valid, axis=1).astype(jnp.int32)
+  if logits_at == "last":
+    h = _last_rows(h, lengths)
+  elif logits_at != "all":
+    raise ValueError(f"logits_at must be 'all' or 'last', got {logits_at!r}")
+  return Output(model.logits(h), cache.replace(length=cache.length + lengths), taps)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "tap_layers"), donate_argnames=("cache",))
+def decode_step(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, tokens: jax.Array,
+                rope_delta: jax.Array, *, tap_layers: tuple[int, ...] = ()) -> Output:
+  """One token per row. tokens [B]; its position is cache.length + rope_delta on all 3 axes."""
+  model = nnx.merge(graphdef, params)
+  pos = jnp.broadcast_to((cache.length + rope_delta)[None, :, None], (3, tokens.shape[0], 1))
+  block = jnp.ones((tokens.shape[0], 1, 1), bool)
+  h, cache, taps = model(tokens[:, None], pos, cache, block, tap_layers=tap_layers)
+  return Output(model.logits(h), cache.replace(length=cache.length + 1), taps)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "tap_layers"), donate_argnames=("cache",))
+def forward_block(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, tokens: jax.Array,
+                  positions: jax.Array, block_mask: jax.Array, *,
+                  tap_layers: tuple[int, ...] = ()) -> Output:
+  """K tokens per row with an explicit mask among them (the tree verifier's call).
+
+  tokens [B,K]; positions [3,B,K] (or [B,K], broadcast to the 3 axes); block_mask bool [B,K,K].
+  The K rows' K/V land at [length, length+K); length is NOT advanced (the caller commits).
+  """
+  model = nnx.merge(graphdef, params)
+  if positions.ndim == 2:
+    positions = jnp.broadcast_to(positions[None], (3,) + positions.shape)
+  h, cache, taps = model(tokens, positions, cache, block_mask, tap_layers=tap_layers)
+  return Output(model.logits(h), cache, taps)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens"), donate_argnames=("cache",))
+def greedy_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, first_logits: jax.Array,
+                  rope_delta: jax.Array, eos_ids: jax.Array, *, max_new_tokens: int):
+  """Plain AR greedy decoding in one while_loop. first_logits [B,V] from prefill.
+
+  Returns (tokens int32 [B, max_new_tokens] padded with -1 after a stop token, num_tokens [B], cache).
+  A stop token is emitted, then the row is done.
+  """
+  model = nnx.merge(graphdef, params)
+  b = first_logits.shape[0]
+
+  def is_stop(tok):
+    return jnp.any(tok[:, None] == eos_ids[None, :], axis=-1)
+
+  def cond(state):
+    i, _, _, done, _ = state
+    return (i < max_new_tokens) & ~jnp.all(done)
+
+  def body(state):
+    i, tok, out, done, cache = state
+    out = out.at[:, i].set(jnp.where(done, -1, tok))
+    done = done | is_stop(tok)
+    pos = jnp.broadcast_to((cache.length + rope_delta)[None, :, None], (3, b, 1))
+    h, new_cache, _ = model(tok[:, None], pos, cache, jnp.ones((b, 1, 1), bool))
+    # rows already done keep their cache length (their extra writes sit beyond it, unseen).
+    new_cache = new_cache.replace(length=cache.length + (~done).astype(jnp.int32))
+    nxt = jnp.argmax(model.logits(h)[:, 0], axis=-1).astype(jnp.int32)
+    return i + 1, nxt, out, done, new_cache
+
+  tok0 = jnp.argmax(first_logits, axis=-1).astype(jnp.int32)
+  out0 = jnp.full((b, max_new_tokens), -1, jnp.int32)
+  state = (jnp.int32(0), tok0, out0, jnp.zeros((b,), bool), cache)
+  _, _, out, _, cache = jax.lax.while_loop(cond, body, state)
+  return out, jnp.sum(out >= 0, axis=1), cache

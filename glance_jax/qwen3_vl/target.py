@@ -1,0 +1,160 @@
+"""`Target`: the frozen Qwen3-VL as (config, graphdef, params), and `load_target` for HF checkpoints.
+
+`load_target` checks config.json and every tensor's key and shape against the abstract model before
+reading any tensor data, then reads tensors one at a time straight into their shardings, so an 8B
+bf16 load never holds a second full copy of the model in host memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from glance_jax import sharding as shd
+from glance_jax.config import Qwen3VLConfig
+from glance_jax.io import check_keys, index_checkpoint, load_tensors, resolve_checkpoint_dir
+from glance_jax.qwen3_vl import engine
+from glance_jax.qwen3_vl.cache import KVCache, init_cache
+from glance_jax.qwen3_vl.vision_meta import vision_meta
+from glance_jax.qwen3_vl.weights import abstract_model, drop_tied, expected_keys, fill_state, key_of
+
+
+class InputError(ValueError):
+  """Model inputs that disagree with the model or the cache."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Target:
+  config: Qwen3VLConfig
+  graphdef: nnx.GraphDef
+  params: nnx.State
+  dtype: Any = jnp.float32
+  mesh: Mesh | None = None
+  path: pathlib.Path | None = None    # checkpoint directory (tokenizer, processor config)
+
+  # --- construction --------------------------------------------------------------------------
+
+  @classmethod
+  def random(cls, cfg: Qwen3VLConfig, *, seed: int = 0, dtype=jnp.float32, mesh: Mesh | None = None,
+             rules=shd.DEFAULT_RULES) -> "Target":
+    """Random weights, created already sharded when a mesh is given (init under jit)."""
+    from glance_jax.qwen3_vl.model import Qwen3VL
+    graphdef, abstract = abstract_model(cfg, dtype)
+
+    def create():
+      return nnx.split(Qwen3VL(cfg, dtype=dtype, rngs=nnx.Rngs(seed)))[1]
+
+    out = None if mesh is None else shd.state_shardings(abstract, mesh, rules)
+    params = jax.jit(create, out_shardings=out)()
+    return cls(cfg, graphdef, params, dtype, mesh)
+
+  def shard(self, mesh: Mesh, rules=shd.DEFAULT_RULES) -> "Target":
+    """The same weights placed on `mesh` by the logical-axis rules."""
+    params = jax.device_put(self.params, shd.state_shardings(self.params, mesh, rules))
+    return dataclasses.replace(self, params=params, mesh=mesh)
+
+  # --- caches and inputs ---------------------------------------------------------------------
+
+  def init_cache(self, batch_size: int, max_length: int) -> KVCache:
+    sharding = None
+    if self.mesh is not None:
+      t = self.config.text
+      spec = shd.logical_to_spec((shd.BATCH, None, shd.KV_HEADS, None),
+                                 (batch_size, max_length, t.num_key_value_heads, t.head_dim), self.mesh)
+      sharding = NamedSharding(self.mesh, spec)
+    return init_cache(self.config.text, batch_size, max_length, self.dtype, sharding)
+
+  def vision_arrays(self, grid_thw: np.ndarray) -> dict[str, jax.Array]:
+    v = self.config.vision
+    meta = vision_meta(grid_thw, num_position_embeddings=v.num_position_embeddings,
+                       spatial_merge_size=v.spatial_merge_size)
+    return {k: jnp.asarray(a) for k, a in meta.as_dict().items()}
+
+  def check_inputs(self, inputs, cache: KVCache) -> None:
+    ids = np.asarray(inputs.input_ids)
+    if ids.ndim != 2:
+      raise InputError(f"input_ids must be [batch, length], got shape {ids.shape}")
+    if ids.shape[0] != cache.batch_size:
+      raise InputError(f"batch of {ids.shape[0]} prompts but the cache holds {cache.batch_size} rows")
+    longest = int(np.asarray(inputs.attention_mask).sum(-1).max()) if ids.size else 0
+    if ids.shape[1] > cache.max_length:
+      raise InputError(f"prompt of {longest} tokens (padded to {ids.shape[1]}) is longer than the "
+                       f"cache (max_length {cache.max_length})")
+    cfg = self.config
+    n_placeholders = int(np.isin(ids, [cfg.image_token_id, cfg.video_token_id]).sum())
+    grid = getattr(inputs, "image_grid_thw", None)
+    n_expected = 0 if grid is None else int(np.asarray(grid).prod(-1).sum()) // cfg.vision.spatial_merge_size**2
+    if n_placeholders != n_expected:
+      raise InputError(f"prompt has {n_placeholders} image placeholder tokens but the images give "
+                       f"{n_expected} (image_grid_thw {None if grid is None else np.asarray(grid).tolist()})")
+
+  # --- jitted entry points -------------------------------------------------------------------
+
+  def prefill(self, inputs, cache: KVCache, *, tap_layers: Sequence[int] = (),
+              logits_at: str = "all") -> engine.Output:
+    """inputs: anything with input_ids, attention_mask, positions (and pixel_values, image_grid_thw)."""
+    self.check_inputs(inputs, cache)
+    pv = getattr(inputs, "pixel_values", None)
+    meta = None
+    if pv is not None:
+      meta = self.vision_arrays(np.asarray(inputs.image_grid_thw))
+      pv = jnp.asarray(pv, jnp.float32)
+    return engine.prefill(self.graphdef, self.params, cache, jnp.asarray(inputs.input_ids, jnp.int32),
+                          jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
+                          pv, meta, tap_layers=tuple(tap_layers), logits_at=logits_at)
+
+  def decode(self, tokens, cache: KVCache, rope_delta, *, tap_layers: Sequence[int] = ()) -> engine.Output:
+    return engine.decode_step(self.graphdef, self.params, cache, jnp.asarray(tokens, jnp.int32),
+                              jnp.asarray(rope_delta, jnp.int32), tap_layers=tuple(tap_layers))
+
+  def forward_block(self, tokens, positions, block_mask, cache: KVCache, *,
+                    tap_layers: Sequence[int] = ()) -> engine.Output:
+    return engine.forward_block(self.graphdef, self.params, cache, jnp.asarray(tokens, jnp.int32),
+                                jnp.asarray(positions, jnp.int32), jnp.asarray(block_mask, bool),
+                                tap_layers=tuple(tap_layers))
+
+  def generate_greedy(self, inputs, max_new_tokens: int, *, max_length: int | None = None,
+                      stop_tokens: Sequence[int] | None = None):
+    """Plain greedy AR decoding. Returns (tokens int32 [B, max_new_tokens] with -1 after a stop, counts [B])."""
+    ids = np.asarray(inputs.input_ids)
+    cache = self.init_cache(ids.shape[0], max_length or ids.shape[1] + max_new_tokens + 1)
+    out = self.prefill(inputs, cache, logits_at="last")
+    stops = self.config.eos_token_ids if stop_tokens is None else tuple(stop_tokens)
+    toks, n, _ = engine.greedy_decode(self.graphdef, self.params, out.cache, out.logits[:, 0],
+                                      jnp.asarray(inputs.rope_delta, jnp.int32),
+                                      jnp.asarray(list(stops) or [-2], jnp.int32),
+                                      max_new_tokens=max_new_tokens)
+    return np.asarray(toks), np.asarray(n)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+def load_target(path_or_repo_id: str | pathlib.Path, *, dtype=jnp.bfloat16, mesh: Mesh | None = None,
+                rules=shd.DEFAULT_RULES, progress: bool = False) -> Target:
+  """Loads a Hugging Face Qwen3-VL checkpoint (directory or hub repo id) into a `Target`.
+
+  Checks, before any tensor data is read: config.json is a qwen3_vl config; every checkpoint key
+  is one of our parameters with the same shape and none is missing (all problems in one error).
+  With a mesh, each tensor is placed straight into its sharding from the logical-axis rules.
+  """
+  from glance_jax.config import Qwen3VLConfig
+  root = resolve_checkpoint_dir(str(path_or_repo_id))
+  cfg = Qwen3VLConfig.from_json_file(root / "config.json")
+  graphdef, abstract = abstract_model(cfg, dtype)
+  entries = drop_tied(cfg, index_checkpoint(root))
+  want = expected_keys(abstract)
+  check_keys({k: e.shape for k, e in entries.items()}, want, where=str(root))
+  targets = {key_of(p): jax.ShapeDtypeStruct(v.get_value().shape, dtype) for p, v in nnx.to_flat_state(abstract)}
+  shardings = None
+  if mesh is not None:
+    sh = shd.state_shardings(abstract, mesh, rules)
+    shardings = {key_of(p): s for p, s in nnx.to_flat_state(sh)}
+  arrays = load_tensors(entries, targets, shardings=shardings, progress=progress)
+  return Target(cfg, graphdef, fill_state(abstract, arrays), dtype, mesh, root)

@@ -1,0 +1,115 @@
+"""Qwen3-VL text decoder (HF `Qwen3VLTextModel`, `model.language_model.*`).
+
+Letters: B batch, T new tokens, S cache slots, D width, H q heads, K kv heads, G = H/K q heads per
+kv head, hd head dim, F feed-forward width.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from glance_jax import sharding as shd
+from glance_jax.config import TextConfig
+from glance_jax.qwen3_vl import rope
+from glance_jax.qwen3_vl.cache import KVCache, write_rows
+from glance_jax.qwen3_vl.layers import Embedding, Linear, RMSNorm
+
+
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+  """GQA attention. q [B,T,H,hd], k/v [B,S,K,hd], mask bool [B,T,S] -> [B,T,H,hd].
+
+  q head i uses kv head i // G (HF repeat_interleave); softmax in fp32.
+  """
+  b, t, h, hd = q.shape
+  kvh = k.shape[2]
+  q = q.reshape(b, t, kvh, h // kvh, hd)                                  # [B,T,K,G,hd]
+  s = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) * hd**-0.5
+  s = jnp.where(mask[:, None, None], s, jnp.finfo(jnp.float32).min)
+  p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
+  o = jnp.einsum("bkgts,bskd->btkgd", p, v)
+  return o.reshape(b, t, h, hd)
+
+
+class Attention(nnx.Module):
+  def __init__(self, cfg: TextConfig, *, dtype, rngs: nnx.Rngs):
+    d, hd = cfg.hidden_size, cfg.head_dim
+    self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, hd
+    self.q_proj = Linear(d, self.num_heads * hd, axes=(shd.HEADS, shd.EMBED), dtype=dtype, rngs=rngs)
+    self.k_proj = Linear(d, self.num_kv_heads * hd, axes=(shd.KV_HEADS, shd.EMBED), dtype=dtype, rngs=rngs)
+    self.v_proj = Linear(d, self.num_kv_heads * hd, axes=(shd.KV_HEADS, shd.EMBED), dtype=dtype, rngs=rngs)
+    self.o_proj = Linear(self.num_heads * hd, d, axes=(shd.EMBED, shd.HEADS), dtype=dtype, rngs=rngs)
+    self.q_norm = RMSNorm(hd, eps=cfg.rms_norm_eps, dtype=dtype)          # per head, before rope
+    self.k_norm = RMSNorm(hd, eps=cfg.rms_norm_eps, dtype=dtype)
+
+  def project_kv(self, x, cos, sin):
+    """x [B,T,D] -> rotated k, v [B,T,K,hd] (what the cache stores)."""
+    b, t, _ = x.shape
+    k = self.k_norm(self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim))
+    v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+    return rope.apply_text_rope(k, cos, sin), v
+
+  def __call__(self, x, cos, sin, k_cache, v_cache, start, mask):
+    b, t, _ = x.shape
+    q = self.q_norm(self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim))
+    q = rope.apply_text_rope(q, cos, sin)
+    k, v = self.project_kv(x, cos, sin)
+    k_cache = write_rows(k_cache, k, start)
+    v_cache = write_rows(v_cache, v, start)
+    o = attend(q, k_cache, v_cache, mask)
+    return self.o_proj(o.reshape(b, t, -1)), k_cache, v_cache
+
+
+class MLP(nnx.Module):
+  def __init__(self, cfg: TextConfig, *, dtype, rngs: nnx.Rngs):
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    self.gate_proj = Linear(d, f, axes=(shd.MLP, shd.EMBED), dtype=dtype, rngs=rngs)
+    self.up_proj = Linear(d, f, axes=(shd.MLP, shd.EMBED), dtype=dtype, rngs=rngs)
+    self.down_proj = Linear(f, d, axes=(shd.EMBED, shd.MLP), dtype=dtype, rngs=rngs)
+
+  def __call__(self, x):
+    return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nnx.Module):
+  def __init__(self, cfg: TextConfig, *, dtype, rngs: nnx.Rngs):
+    self.input_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, dtype=dtype)
+    self.self_attn = Attention(cfg, dtype=dtype, rngs=rngs)
+    self.post_attention_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, dtype=dtype)
+    self.mlp = MLP(cfg, dtype=dtype, rngs=rngs)
+
+  def __call__(self, x, cos, sin, k_cache, v_cache, start, mask):
+    a, k_cache, v_cache = self.self_attn(self.input_layernorm(x), cos, sin, k_cache, v_cache, start, mask)
+    x = x + a
+    x = x + self.mlp(self.post_attention_layernorm(x))
+    return x, k_cache, v_cache
+
+
+class TextModel(nnx.Module):
+  def __init__(self, cfg: TextConfig, *, dtype=jnp.float32, rngs: nnx.Rngs):
+    self.cfg = cfg
+    self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, axes=(shd.VOCAB, shd.EMBED),
+                                  dtype=dtype, rngs=rngs)
+    self.layers = nnx.List([DecoderLayer(cfg, dtype=dtype, rngs=rngs) for _ in range(cfg.num_hidden_layers)])
+    self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, dtype=dtype)
+
+  def __call__(self, x: jax.Array, positions: jax.Array, cache: KVCache, mask: jax.Array,
+               deepstack: jax.Array | None = None, tap_layers: tuple[int, ...] = ()):
+    """x [B,T,D] input embeddings; positions int [3,B,T]; mask bool [B,T,S];
+    deepstack [n_ds,B,T,D] (zero off the visual rows) added to the OUTPUT of layers 0..n_ds-1.
+
+    Returns (final-normed hidden [B,T,D], cache with the T rows written, {layer: hidden [B,T,D]})
+    where the tap of layer i is HF's hidden_states[i + 1] (after the deepstack addition).
+    """
+    cfg = self.cfg
+    cos, sin = rope.text_cos_sin(positions, head_dim=cfg.head_dim, theta=cfg.rope_theta,
+                                 mrope_section=cfg.mrope_section, dtype=x.dtype)
+    ks, vs, taps = list(cache.k), list(cache.v), {}
+    for i, layer in enumerate(self.layers):
+      x, ks[i], vs[i] = layer(x, cos, sin, ks[i], vs[i], cache.length, mask)
+      if deepstack is not None and i < deepstack.shape[0]:
+        x = x + deepstack[i].astype(x.dtype)
+      if i in tap_layers:
+        taps[i] = x
+    return self.norm(x), cache.replace(k=tuple(ks), v=tuple(vs)), taps

@@ -1,0 +1,44 @@
+"""Run in a subprocess with 8 fake CPU devices (see test_sharding.py)."""
+
+import types
+
+import jax
+import numpy as np
+
+from glance_jax import sharding as shd
+from glance_jax.qwen3_vl.positions import get_rope_index
+from glance_jax.qwen3_vl.target import Target
+from tests import oracle
+
+
+def main():
+  assert jax.device_count() == 8, jax.devices()
+  cfg = oracle.CONFIG_A
+  prompt = oracle.two_image_prompt(cfg, seed=5)
+  short = [7, 8, 9, 10, 11]
+  ids = np.zeros((2, prompt.ids.shape[1]), np.int64)
+  ids[0] = prompt.ids[0]
+  ids[1, :5] = short
+  mask = ids != 0
+  mask[0] = True
+  pos, delta = get_rope_index(ids, mask, prompt.grid_thw, None, image_token_id=cfg.image_token_id,
+                              video_token_id=cfg.video_token_id)
+  inputs = types.SimpleNamespace(input_ids=ids, attention_mask=mask, positions=pos, rope_delta=delta,
+                                 pixel_values=prompt.pixel_values, image_grid_thw=prompt.grid_thw)
+  single = Target.random(cfg, seed=1)
+  ref, _ = single.generate_greedy(inputs, 12, stop_tokens=())
+  mesh = shd.make_mesh((2, 2, 2))
+  sharded = single.shard(mesh)
+  q = sharded.params["model"]["language_model"]["layers"][0]["self_attn"]["q_proj"]["weight"]
+  assert "tensor" in tuple(q.get_value().sharding.spec), q.get_value().sharding
+  assert len(q.get_value().sharding.device_set) == 8
+  got, _ = sharded.generate_greedy(inputs, 12, stop_tokens=())
+  np.testing.assert_array_equal(got, ref)
+  born = Target.random(cfg, seed=1, mesh=mesh)       # created already sharded, under jit
+  got2, _ = born.generate_greedy(inputs, 12, stop_tokens=())
+  np.testing.assert_array_equal(got2, ref)
+  print("SHARDED_OK", ref.tolist())
+
+
+if __name__ == "__main__":
+  main()
