@@ -1,0 +1,141 @@
+"""`generate`: the public entry point. Checks the request, then runs the jitted prefill and the
+jitted decode loop (decode/loop.py) and returns tokens plus per-round records."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from glance_jax.decode.loop import METHODS, LoopConfig, decode_rounds, draft_passes, prefill_state
+from glance_jax.decode.sampling import SamplingConfig
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Head:
+  """A block head bound for decoding: its config, graphdef and params."""
+  config: Any
+  graphdef: Any
+  params: Any
+
+
+@dataclasses.dataclass
+class GenerationResult:
+  tokens: list[np.ndarray]          # per row: the emitted tokens (stop token included)
+  accepted: list[np.ndarray]        # per row, per round: A (accepted draft tokens)
+  root_entropy: list[np.ndarray]    # per row, per round: target entropy at the round's root (nats)
+  method: str
+  budget: int
+  draft_passes_per_round: int
+
+  @property
+  def rounds(self) -> np.ndarray:
+    return np.array([len(a) for a in self.accepted])
+
+  @property
+  def tau(self) -> float:
+    """Mean tokens per round (mean accepted length + 1; AR = 1), over every row's rounds."""
+    a = np.concatenate(self.accepted) if self.accepted else np.zeros(0)
+    return float(np.mean(a + 1)) if a.size else 1.0
+
+  @property
+  def num_tokens(self) -> int:
+    return int(sum(len(t) for t in self.tokens))
+
+
+def check_head(target, head: Head, block_size: int | None = None) -> None:
+  cfg = head.config
+  depth = target.config.text.num_hidden_layers
+  bad = [i for i in cfg.target_layer_ids if not 0 <= i < depth]
+  if bad:
+    raise ValueError(f"head target_layer_ids {tuple(cfg.target_layer_ids)} exceed the target's depth "
+                     f"{depth} (bad: {bad})")
+  if cfg.target_hidden_size != target.config.text.hidden_size:
+    raise ValueError(f"head expects target hidden size {cfg.target_hidden_size}, target has "
+                     f"{target.config.text.hidden_size}")
+  if cfg.vocab_size != target.config.text.vocab_size:
+    raise ValueError(f"head vocab_size {cfg.vocab_size} != target vocab_size {target.config.text.vocab_size}")
+  if block_size is not None and cfg.block_size != block_size:
+    raise ValueError(f"head block_size {cfg.block_size} != requested block size {block_size}")
+
+
+def generate(target, inputs, *, head: Head | None = None, method: str = "glance", budget: int = 63,
+             max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+             seed: int = 0, stop_tokens: Sequence[int] | None = None, block_size: int = 16,
+             max_length: int | None = None, oracle_tokens: np.ndarray | None = None) -> GenerationResult:
+  """Decodes `inputs` (ModelInputs, one or several rows) with the given method.
+
+  method: ar | ngram | chain | glance. budget: N tree nodes for glance; draft depth cap for chain and
+  ngram. At temperature 0 every method emits exactly the target's greedy tokens; at T > 0 the
+  target's own sampling distribution (with top_k / top_p).
+  oracle_tokens (benchmarks/tests only): int [B, >= max_new_tokens], the target's known continuation;
+  the head's marginals are pushed onto it so that the tree contains it (measures the walk/commit and
+  round cost at full acceptance on random weights).
+  """
+  if method not in METHODS:
+    raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+  sampling = SamplingConfig(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
+  tap_layers, mask_id = (), 0
+  if method in ("chain", "glance"):
+    if head is None:
+      raise ValueError(f"method {method!r} needs a head (--head)")
+    check_head(target, head)
+    block_size = head.config.block_size
+    tap_layers, mask_id = tuple(head.config.target_layer_ids), head.config.mask_token_id
+  if oracle_tokens is not None and method not in ("chain", "glance"):
+    raise ValueError("oracle_tokens needs a head method (chain or glance)")
+  if budget < 1:
+    raise ValueError(f"budget must be >= 1, got {budget}")
+  if method in ("chain", "ngram"):  # depth-capped chains: one compiled loop for every budget >= L
+    budget = min(int(budget), block_size - 1)
+  cfg = LoopConfig(method=method, budget=int(budget), max_new_tokens=int(max_new_tokens), block_size=block_size,
+                   sampling=sampling, tap_layers=tap_layers, mask_token_id=mask_id,
+                   oracle=oracle_tokens is not None)
+  ids = np.asarray(inputs.input_ids)
+  need = cfg.slots_needed(ids.shape[1])
+  max_length = max_length or need
+  if max_length < need:
+    raise ValueError(f"max_length {max_length} is too small: prompt {ids.shape[1]} + max_new_tokens "
+                     f"{max_new_tokens} + one round's rows need {need}")
+  stops = target.config.eos_token_ids if stop_tokens is None else tuple(stop_tokens)
+  stops_arr = jnp.asarray(list(stops) or [-1], jnp.int32)
+  pv = getattr(inputs, "pixel_values", None)
+  meta = None
+  if pv is not None:
+    meta = target.vision_arrays(np.asarray(inputs.image_grid_thw))
+    pv = jnp.asarray(pv, jnp.float32)
+  target.check_inputs(inputs, _Shape(ids.shape[0], max_length))
+  hgd, hparams = (head.graphdef, head.params) if cfg.uses_head else (None, None)
+  state = prefill_state(target.graphdef, target.params, hgd, hparams, jnp.asarray(ids, jnp.int32),
+                        jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
+                        jnp.asarray(inputs.rope_delta, jnp.int32), pv, meta, stops_arr,
+                        jax.random.key(seed), _oracle_array(oracle_tokens, ids.shape[0], cfg),
+                        cfg=cfg, max_length=max_length)
+  state = decode_rounds(target.graphdef, target.params, hgd, hparams, state, stops_arr, cfg=cfg)
+  out, count = np.asarray(state.out), np.asarray(state.count)
+  rec_a, rec_h = np.asarray(state.rec_accepted), np.asarray(state.rec_entropy)
+  live = [rec_a[b] >= 0 for b in range(ids.shape[0])]
+  return GenerationResult(tokens=[out[b, : count[b]] for b in range(ids.shape[0])],
+                          accepted=[rec_a[b][live[b]] for b in range(ids.shape[0])],
+                          root_entropy=[rec_h[b][live[b]] for b in range(ids.shape[0])],
+                          method=method, budget=int(budget), draft_passes_per_round=draft_passes(cfg))
+
+
+def _oracle_array(tokens, batch: int, cfg: LoopConfig) -> jax.Array:
+  if tokens is None:
+    return jnp.zeros((batch, 0), jnp.int32)
+  tokens = np.asarray(tokens, np.int32)
+  if tokens.ndim != 2 or tokens.shape[0] != batch:
+    raise ValueError(f"oracle_tokens must be [batch={batch}, length], got shape {tokens.shape}")
+  pad = cfg.max_new_tokens + cfg.block_size - tokens.shape[1]
+  return jnp.asarray(np.pad(tokens, ((0, 0), (0, max(pad, 0))), constant_values=0))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+  """The cache shape `Target.check_inputs` validates against (the loop builds its own cache)."""
+  batch_size: int
+  max_length: int

@@ -1,0 +1,252 @@
+"""One decode loop for every method: the whole generation is one jitted `lax.while_loop`.
+
+A round (design.md): [project the last round's committed features into the head's context cache]
+-> [draft: one head pass over [root, MASK x L]] -> [tree] -> [verify: one target pass over the root
+plus N nodes with the ancestor mask] -> [walk] -> [commit: accepted K/V moved into place, their
+features kept, A + 1 tokens emitted]. `ar` is the same round with N = 0, so every method runs in
+the same engine and is timed alike.
+
+Letters: B rows, S cache slots, L = block_size - 1 draft depth, C = L + 1, F = taps x target width.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from glance_jax.decode import drafters
+from glance_jax.decode.sampling import SamplingConfig, choose, entropy
+from glance_jax.decode.verify import commit_kv, walk
+from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask, write_rows
+
+METHODS = ("ar", "ngram", "chain", "glance")
+
+# How often each loop configuration has been traced (a Python side effect runs only while tracing):
+# tests assert one trace per (config, shapes).
+TRACE_COUNTS: collections.Counter = collections.Counter()
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """Static knobs: one compiled loop per distinct value."""
+  method: str = "glance"
+  budget: int = 63                 # N for glance; max draft depth for chain / ngram
+  max_new_tokens: int = 256
+  block_size: int = 16             # the head's B (draft depth L = B - 1); ngram uses it too
+  sampling: SamplingConfig = SamplingConfig()
+  tap_layers: tuple[int, ...] = ()
+  mask_token_id: int = 0
+  max_ngram: int = 3
+  oracle: bool = False             # benchmark/test only: the head's marginals are pushed onto a
+                                   # given continuation (DecodeState.oracle), so the tree holds it
+
+  def __post_init__(self):
+    if self.method not in METHODS:
+      raise ValueError(f"unknown method {self.method!r}; choose one of {METHODS}")
+    if self.budget < 1:
+      raise ValueError(f"budget must be >= 1, got {self.budget}")
+    if self.max_new_tokens < 1:
+      raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+  @property
+  def depth(self) -> int:
+    return self.block_size - 1
+
+  @property
+  def uses_head(self) -> bool:
+    return self.method in ("chain", "glance")
+
+  @property
+  def num_nodes(self) -> int:
+    """Static N of the verify pass (root excluded)."""
+    if self.method == "ar":
+      return 0
+    if self.method == "glance":
+      return self.budget
+    return min(self.budget, self.depth)
+
+  def slots_needed(self, prompt_len: int) -> int:
+    """Cache slots: the prompt, every emitted token, and one round's writes past the end (the
+    N + 1 verify rows, and the C = L + 1 rows every commit / context write moves). A write that
+    ran past the end would be clamped back by dynamic_update_slice onto committed rows."""
+    return prompt_len + self.max_new_tokens + max(self.num_nodes, self.depth) + 2
+
+
+@flax.struct.dataclass
+class DecodeState:
+  cache: KVCache
+  root: jax.Array           # int32 [B]: chosen by the target, emitted, not yet fed
+  rope_delta: jax.Array     # int32 [B]
+  history: jax.Array        # int32 [B, S]: committed tokens then the root (prompt lookup)
+  head_k: tuple             # per head layer [B, S, K, hd] (empty without a head)
+  head_v: tuple
+  ctx_len: jax.Array        # int32 [B]: committed rows already projected into head_k / head_v
+  pending: jax.Array        # [B, C, F]: features of last round's committed rows (not yet projected)
+  n_pending: jax.Array      # int32 [B]
+  out: jax.Array            # int32 [B, max_new + C]: emitted tokens
+  count: jax.Array          # int32 [B]
+  done: jax.Array           # bool [B]
+  rounds: jax.Array         # int32 []
+  rec_accepted: jax.Array   # int32 [B, R]: A per round (-1 once the row is done)
+  rec_entropy: jax.Array    # float32 [B, R]: target entropy at the round's root
+  key: jax.Array
+  oracle: jax.Array         # int32 [B, M]: the known continuation (oracle drafter), else [B, 0]
+
+
+def _feats(taps: dict[int, jax.Array], layers: tuple[int, ...]) -> jax.Array:
+  return jnp.concatenate([taps[i] for i in layers], axis=-1) if layers else None
+
+
+def _text_positions(start: jax.Array, offsets: jax.Array) -> jax.Array:
+  """start [B] + offsets [B, T] or [T] -> int32 [3, B, T] (generated text: equal on all axes)."""
+  pos = start[:, None] + offsets
+  return jnp.broadcast_to(pos[None], (3,) + pos.shape).astype(jnp.int32)
+
+
+def _is_stop(tokens: jax.Array, stops: jax.Array) -> jax.Array:
+  return jnp.any(tokens[..., None] == stops, axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg", "max_length"))
+def prefill_state(tgd, tparams, hgd, hparams, input_ids, attention_mask, positions, rope_delta,
+                  pixel_values, vision_meta, stops, key, oracle, *, cfg: LoopConfig,
+                  max_length: int) -> DecodeState:
+  """Prompt -> the first round's state: target cache, first token (emitted), head context cache."""
+  target = nnx.merge(tgd, tparams)
+  b, s = input_ids.shape
+  t = target.cfg.text
+  cache = KVCache(k=tuple(jnp.zeros((b, max_length, t.num_key_value_heads, t.head_dim), target.embed_weight.dtype)
+                          for _ in range(t.num_hidden_layers)),
+                  v=tuple(jnp.zeros((b, max_length, t.num_key_value_heads, t.head_dim), target.embed_weight.dtype)
+                          for _ in range(t.num_hidden_layers)),
+                  length=jnp.zeros((b,), jnp.int32))
+  image_embeds = deepstack = None
+  if pixel_values is not None:
+    image_embeds, deepstack = target.encode_images(pixel_values, vision_meta)
+  valid = attention_mask.astype(bool)
+  lengths = jnp.sum(valid, axis=1).astype(jnp.int32)
+  h, cache, taps = target(input_ids, positions, cache, causal_block_mask(valid), image_embeds=image_embeds,
+                          deepstack=deepstack, tap_layers=cfg.tap_layers if cfg.uses_head else ())
+  cache = cache.replace(length=lengths)
+  last = jnp.take_along_axis(h, (lengths - 1)[:, None, None], axis=1)
+  key, sub = jax.random.split(key)
+  first = choose(target.logits(last)[:, 0], sub, cfg.sampling)
+  history = jnp.zeros((b, max_length + cfg.block_size + 1), jnp.int32)
+  history = history.at[:, :s].set(jnp.where(valid, input_ids, 0))
+  history = write_rows(history[..., None], first[:, None, None], lengths)[..., 0]
+  n_rec = cfg.max_new_tokens
+  c = cfg.depth + 1
+  head_k = head_v = ()
+  pending = jnp.zeros((b, c, 0), jnp.float32)
+  if cfg.uses_head:
+    head = nnx.merge(hgd, hparams)
+    ctx = head.project_context(_feats(taps, cfg.tap_layers))
+    k, v = head.context_kv(ctx, positions)                                # per layer [B, s, K, hd]
+    pad = lambda x: jnp.pad(x, ((0, 0), (0, max_length - s), (0, 0), (0, 0)))  # noqa: E731
+    head_k, head_v = tuple(pad(x) for x in k), tuple(pad(x) for x in v)
+    pending = jnp.zeros((b, c, len(cfg.tap_layers) * t.hidden_size), h.dtype)
+  out = jnp.zeros((b, cfg.max_new_tokens + c), jnp.int32).at[:, 0].set(first)
+  done = _is_stop(first, stops) | (cfg.max_new_tokens <= 1)
+  return DecodeState(cache=cache, root=first, rope_delta=rope_delta.astype(jnp.int32), history=history,
+                     head_k=head_k, head_v=head_v, ctx_len=lengths, pending=pending,
+                     n_pending=jnp.zeros((b,), jnp.int32), out=out, count=jnp.ones((b,), jnp.int32), done=done,
+                     rounds=jnp.int32(0), rec_accepted=jnp.full((b, n_rec), -1, jnp.int32),
+                     rec_entropy=jnp.zeros((b, n_rec), jnp.float32), key=key, oracle=oracle)
+
+
+def _draft(head, target, st: DecodeState, cfg: LoopConfig):
+  """One head pass -> (DraftTree, updated head cache). Projects last round's features first."""
+  b = st.root.shape[0]
+  if not cfg.uses_head:
+    if cfg.method == "ar":
+      return drafters.empty_tree(b), st
+    tree = drafters.ngram_tree(st.history, st.cache.length + 1, cfg.num_nodes, cfg.max_ngram)
+    return tree, st
+  c = cfg.depth + 1
+  ctx = head.project_context(st.pending)                                  # [B, C, H]
+  k, v = head.context_kv(ctx, _text_positions(st.ctx_len + st.rope_delta, jnp.arange(c)))
+  head_k = tuple(write_rows(buf, x, st.ctx_len) for buf, x in zip(st.head_k, k))
+  head_v = tuple(write_rows(buf, x, st.ctx_len) for buf, x in zip(st.head_v, v))
+  ctx_len = st.ctx_len + st.n_pending
+  block = jnp.concatenate([st.root[:, None], jnp.full((b, cfg.depth), cfg.mask_token_id, jnp.int32)], 1)
+  noise = target.embed(block)                                             # [B, Bk, Dt]
+  pos = _text_positions(st.cache.length + st.rope_delta, jnp.arange(cfg.block_size))
+  from glance_jax.head.model import block_mask
+  mask = block_mask(ctx_len, head_k[0].shape[1], cfg.block_size)
+  hidden = head(noise, pos, head_k, head_v, mask)                         # [B, Bk, H]
+  log_q = jax.nn.log_softmax(target.logits(hidden[:, 1:]), axis=-1)       # [B, L, V]
+  if cfg.oracle:  # slot d drafts emitted token count - 1 + d: make the known one the clear favourite
+    idx = jnp.clip(st.count[:, None] + jnp.arange(cfg.depth)[None], 0, st.oracle.shape[1] - 1)
+    future = jnp.take_along_axis(st.oracle, idx, axis=1)                  # [B, L]
+    log_q = jax.nn.log_softmax(log_q + 50.0 * jax.nn.one_hot(future, log_q.shape[-1]), axis=-1)
+  tree = drafters.head_tree(log_q, cfg.method, cfg.budget)
+  return tree, st.replace(head_k=head_k, head_v=head_v, ctx_len=ctx_len, n_pending=jnp.zeros_like(st.n_pending))
+
+
+def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState) -> DecodeState:
+  target = nnx.merge(tgd, tparams)
+  head = nnx.merge(hgd, hparams) if cfg.uses_head else None
+  tree, st = _draft(head, target, st, cfg)
+  b = st.root.shape[0]
+  # verify: root + N nodes at positions root_pos + depth, ancestor-masked, one pass
+  ids = jnp.concatenate([st.root[:, None], tree.tokens], axis=1)           # [B, R]
+  depth = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), tree.depths], axis=1)
+  pos = _text_positions(st.cache.length + st.rope_delta, depth)
+  h, cache, taps = target(ids, pos, st.cache, tree.ancestor_mask,
+                          tap_layers=cfg.tap_layers if cfg.uses_head else ())
+  logits = target.logits(h)                                               # [B, R, V] fp32
+  key, sub = jax.random.split(st.key)
+  choice = choose(logits, sub, cfg.sampling)
+  res = walk(tree, choice, cfg.depth if cfg.num_nodes else 0)
+  live = ~st.done
+  # emit: A accepted + bonus, cut at the first stop token and at max_new_tokens
+  n_new = res.accepted + 1
+  c = res.new_tokens.shape[1]
+  j = jnp.arange(c)[None]
+  stop_at = jnp.where(_is_stop(res.new_tokens, stops) & (j < n_new[:, None]), j, c)
+  first_stop = jnp.min(stop_at, axis=1)
+  n_emit = jnp.minimum(jnp.minimum(n_new, first_stop + 1), cfg.max_new_tokens - st.count)
+  n_emit = jnp.where(live, n_emit, 0)
+  out = write_rows(st.out[..., None], res.new_tokens[..., None], st.count)[..., 0]
+  out = jnp.where(live[:, None], out, st.out)
+  count = st.count + n_emit
+  done = st.done | (live & ((first_stop < n_new) | (count >= cfg.max_new_tokens)))
+  # commit: root + path K/V into place, features kept for the next draft
+  advance = jnp.where(live, n_new, 0)
+  cache = commit_kv(cache, res.commit_rows, advance)
+  history = write_rows(st.history[..., None], res.new_tokens[..., None], st.cache.length + 1)[..., 0]
+  history = jnp.where(live[:, None], history, st.history)
+  pending, n_pending = st.pending, st.n_pending
+  if cfg.uses_head:
+    feats = _feats(taps, cfg.tap_layers)                                  # [B, R, F]
+    pending = jnp.take_along_axis(feats, res.commit_rows[:, :, None], axis=1)
+    n_pending = jnp.where(live, n_new, 0)
+  r = st.rounds
+  rec_a = st.rec_accepted.at[:, r].set(jnp.where(live, res.accepted, -1))
+  rec_h = st.rec_entropy.at[:, r].set(jnp.where(live, entropy(logits[:, 0]), 0.0))
+  return st.replace(cache=cache, root=jnp.where(live, res.bonus, st.root), history=history, pending=pending,
+                    n_pending=n_pending, out=out, count=count, done=done, rounds=r + 1, rec_accepted=rec_a,
+                    rec_entropy=rec_h, key=key)
+
+
+@functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
+def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Array, *,
+                  cfg: LoopConfig) -> DecodeState:
+  """Every round of the generation in one `lax.while_loop` (nothing returns to the host)."""
+  TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape)] += 1
+
+  def cond(st):
+    return (st.rounds < cfg.max_new_tokens) & ~jnp.all(st.done)
+
+  return jax.lax.while_loop(cond, functools.partial(_round, tgd, tparams, hgd, hparams, stops, cfg), state)
+
+
+def draft_passes(cfg: LoopConfig) -> int:
+  """Head forward passes per round: one however deep the draft (zero for ar / ngram)."""
+  return 1 if cfg.uses_head else 0
+

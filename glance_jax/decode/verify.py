@@ -1,0 +1,80 @@
+"""Verification of a draft tree in one target pass, the walk, and the commit.
+
+Letters: B batch rows, N tree nodes, R = N + 1 verify rows (row 0 = the root, row i = node i-1),
+L max depth, C = L + 1 commit rows (root + up to L accepted nodes), V vocab.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from glance_jax.qwen3_vl.cache import KVCache, write_rows
+
+
+@flax.struct.dataclass
+class DraftTree:
+  """What every drafter hands the verifier (node arrays, root excluded)."""
+  tokens: jax.Array         # int32 [B, N]
+  parents: jax.Array        # int32 [B, N], -1 = root
+  depths: jax.Array         # int32 [B, N], 1..L (0 for padding)
+  valid: jax.Array          # bool  [B, N]
+  ancestor_mask: jax.Array  # bool  [B, R, R], row/col 0 = root
+
+
+@flax.struct.dataclass
+class WalkResult:
+  accepted: jax.Array       # int32 [B]: A, accepted draft tokens
+  commit_rows: jax.Array    # int32 [B, C]: verify rows committed (root first); entries > A unused
+  new_tokens: jax.Array     # int32 [B, C]: the A accepted tokens then the bonus; entries > A unused
+  bonus: jax.Array          # int32 [B]: the target's own token after the accepted path (next root)
+
+
+def walk(tree: DraftTree, choice: jax.Array, max_depth: int) -> WalkResult:
+  """choice int32 [B, R]: the target's token at each verify row (argmax or its own sample).
+
+  Node i is accepted iff its parent is accepted (the root always is) and tokens[i] equals the
+  target's choice at the parent's row. Siblings hold distinct tokens, so the accepted nodes form
+  one path; its depth is A and the bonus is the choice at its last row.
+  """
+  b, n = tree.tokens.shape
+  parent_row = tree.parents + 1                                           # [B, N], 0 = root row
+  match = tree.valid & (tree.tokens == jnp.take_along_axis(choice, parent_row, axis=1))
+
+  def step(_, acc):  # parents come first, so max_depth sweeps settle every node
+    parent_acc = jnp.take_along_axis(jnp.pad(acc, ((0, 0), (1, 0)), constant_values=True), parent_row, axis=1)
+    return match & parent_acc
+
+  acc = jax.lax.fori_loop(0, max_depth, step, jnp.zeros((b, n), bool)) if n else jnp.zeros((b, 0), bool)
+  depth_acc = jnp.where(acc, tree.depths, 0)
+  a = jnp.max(depth_acc, axis=1, initial=0).astype(jnp.int32)            # [B]
+  d = jnp.arange(1, max_depth + 1)                                        # [L]
+  at_depth = acc[:, None, :] & (tree.depths[:, None, :] == d[None, :, None])   # [B, L, N]
+  path_rows = jnp.argmax(at_depth, axis=2).astype(jnp.int32) + 1 if n else jnp.zeros((b, max_depth), jnp.int32)
+  commit_rows = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), path_rows], axis=1)   # [B, C]
+  last_row = jnp.take_along_axis(commit_rows, a[:, None], axis=1)[:, 0]
+  bonus = jnp.take_along_axis(choice, last_row[:, None], axis=1)[:, 0]
+  verify_tokens = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), tree.tokens], axis=1)
+  path_tokens = jnp.take_along_axis(verify_tokens, commit_rows[:, 1:], axis=1)      # [B, L]
+  j = jnp.arange(max_depth + 1)[None]
+  new_tokens = jnp.where(j == a[:, None], bonus[:, None],
+                         jnp.pad(path_tokens, ((0, 0), (0, 1))))
+  return WalkResult(a, commit_rows, new_tokens.astype(jnp.int32), bonus)
+
+
+def commit_kv(cache: KVCache, commit_rows: jax.Array, advance: jax.Array) -> KVCache:
+  """Moves the committed verify rows' K/V to contiguous slots after cache.length.
+
+  The verify pass wrote row r at slot length + r; committed row j (root first) moves to
+  slot length + j with a static-size gather of C rows. length advances by `advance` [B]
+  (A + 1 for live rows, 0 for finished ones).
+  """
+  src = cache.length[:, None] + commit_rows                               # [B, C]
+
+  def move(buf):
+    rows = jnp.take_along_axis(buf, src[:, :, None, None], axis=1)        # [B, C, K, hd]
+    return write_rows(buf, rows, cache.length)
+
+  return KVCache(k=tuple(move(k) for k in cache.k), v=tuple(move(v) for v in cache.v),
+                 length=cache.length + advance)

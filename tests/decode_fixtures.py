@@ -1,0 +1,56 @@
+"""Shared fixtures for decoding tests: lively random tiny targets and heads, batched prompts."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import numpy as np
+
+from glance_jax.config import Qwen3VLConfig
+from glance_jax.decode.generate import Head
+from glance_jax.head.config import HeadConfig
+from glance_jax.head.model import init_head
+from glance_jax.qwen3_vl.positions import get_rope_index
+from glance_jax.qwen3_vl.processor import ImageProcessor
+from glance_jax.qwen3_vl.target import Target
+from glance_jax.testing.random_weights import lively
+from tests import oracle
+
+
+def lively_target(cfg: Qwen3VLConfig, seed: int) -> Target:
+  t = Target.random(cfg, seed=seed)
+  return dataclasses.replace(t, params=lively(t.params, seed))
+
+
+def lively_head(target: Target, seed: int, num_layers: int = 2) -> Head:
+  hc = HeadConfig.for_target(target.config, num_layers=num_layers)
+  gd, params = init_head(hc, seed=seed)
+  return Head(hc, gd, lively(params, seed + 100))
+
+
+def batch(cfg: Qwen3VLConfig, seed: int, rows: int, with_images: bool, max_len: int = 28):
+  """`rows` prompts of random lengths (right-padded to one shape), each with one image or none.
+
+  Prompt tokens are drawn from a small range so that n-gram lookup finds matches."""
+  rng = np.random.default_rng(seed)
+  ids = np.zeros((rows, max_len), np.int64)
+  mask = np.zeros((rows, max_len), bool)
+  n_img = 6  # a 64x96 image -> grid (1, 4, 6) -> 6 merged tokens
+  for r in range(rows):
+    text = list(rng.integers(0, 40, rng.integers(4, max_len - (n_img + 2 if with_images else 0) + 1)))
+    row = text
+    if with_images:
+      cut = int(rng.integers(0, len(text) + 1))
+      row = (text[:cut] + [cfg.vision_start_token_id] + [cfg.image_token_id] * n_img
+             + [cfg.vision_end_token_id] + text[cut:])
+    ids[r, : len(row)] = row
+    mask[r, : len(row)] = True
+  pixel_values = grid = None
+  if with_images:
+    proc = ImageProcessor(min_pixels=32 * 32)
+    pixel_values, grid = proc(oracle.random_images(seed, [(64, 96)] * rows))
+  pos, delta = get_rope_index(ids, mask, grid, None, image_token_id=cfg.image_token_id,
+                              video_token_id=cfg.video_token_id)
+  return types.SimpleNamespace(input_ids=ids, attention_mask=mask, positions=pos, rope_delta=delta,
+                               pixel_values=pixel_values, image_grid_thw=grid)

@@ -1,0 +1,107 @@
+"""Lossless at temperature 0 in fp32: every method and budget emits exactly AR greedy's tokens.
+
+60 prompts (30 text-only, 30 with an image) on a tiny random target with a random head, stop tokens
+that fall inside accepted blocks, and max_new_tokens that falls inside a block."""
+
+import numpy as np
+import pytest
+
+from glance_jax.decode import loop
+from glance_jax.decode.generate import generate
+from tests import decode_fixtures as fx
+from tests import oracle
+
+MAX_NEW = 37   # 1 + 16 + 16 + 4: the last full-acceptance block is cut by max_new_tokens
+RUNS = [("ar", 1)] + [(m, b) for m in ("ngram", "chain", "glance") for b in (1, 15, 31, 63)]
+
+
+@pytest.fixture(scope="module")
+def setup():
+  cfg = oracle.CONFIG_A
+  target = fx.lively_target(cfg, seed=11)
+  head = fx.lively_head(target, seed=12)
+  batches = [fx.batch(cfg, seed=s, rows=10, with_images=s % 2 == 1) for s in range(6)]   # 60 prompts
+  # stop tokens: two tokens the AR outputs emit mid-sequence, so stops land inside blocks
+  free, _ = target.generate_greedy(batches[0], MAX_NEW, stop_tokens=())
+  mid = free[:, 3:30].reshape(-1)
+  values, counts = np.unique(mid[mid >= 0], return_counts=True)
+  stops = tuple(int(v) for v in values[np.argsort(-counts)][1:3])
+  refs = [target.generate_greedy(b, MAX_NEW, stop_tokens=stops)[0] for b in batches]
+  return target, head, batches, stops, refs
+
+
+def _rows(toks):
+  return [list(r[r >= 0]) for r in toks]
+
+
+def test_reference_has_stops_inside_and_full_length_rows(setup):
+  _, _, _, stops, refs = setup
+  lens = [len(r) for ref in refs for r in _rows(ref)]
+  assert min(lens) < MAX_NEW and max(lens) == MAX_NEW     # some rows stop early, some run to the cap
+  assert any(r[-1] in stops for ref in refs for r in _rows(ref))
+
+
+@pytest.mark.parametrize("method,budget", RUNS)
+def test_lossless_every_method_and_budget(setup, method, budget):
+  target, head, batches, stops, refs = setup
+  for b, ref in zip(batches, refs):
+    res = generate(target, b, head=head, method=method, budget=budget, max_new_tokens=MAX_NEW,
+                   stop_tokens=stops)
+    assert [list(t) for t in res.tokens] == _rows(ref), (method, budget)
+
+
+@pytest.mark.parametrize("method,budget", [("chain", 15), ("glance", 63), ("glance", 1)])
+def test_oracle_head_accepts_whole_blocks(setup, method, budget):
+  """Handed the target's own continuation, the head's tree holds it: every full round accepts
+  L = 15 drafts (tau = B = 16), and the output is still exactly AR's (stops inside blocks too)."""
+  target, head, batches, stops, refs = setup
+  for b, ref in zip(batches[:2], refs[:2]):
+    free, _ = target.generate_greedy(b, MAX_NEW, stop_tokens=())
+    res = generate(target, b, head=head, method=method, budget=budget, max_new_tokens=MAX_NEW, stop_tokens=(),
+                   oracle_tokens=np.maximum(free, 0))
+    assert [list(t) for t in res.tokens] == _rows(free)
+    depth = min(budget, 15)
+    for acc in res.accepted:
+      assert np.all(acc[:-1] == depth), acc            # every round but the last (cut by max_new) is full
+    if budget >= 15:
+      full = np.concatenate([a[:-1] for a in res.accepted]) + 1
+      assert full.mean() == 16.0
+    with_stops = generate(target, b, head=head, method=method, budget=budget, max_new_tokens=MAX_NEW,
+                          stop_tokens=stops, oracle_tokens=np.maximum(free, 0))
+    assert [list(t) for t in with_stops.tokens] == _rows(ref)
+
+
+def test_loop_traces_once_per_config_and_shape(setup):
+  target, head, batches, stops, _ = setup
+  before = sum(loop.TRACE_COUNTS.values())
+  for b in batches[:4]:   # text and image batches share the loop's shapes
+    generate(target, b, head=head, method="glance", budget=7, max_new_tokens=9, stop_tokens=stops)
+  assert sum(loop.TRACE_COUNTS.values()) - before == 1
+  assert max(loop.TRACE_COUNTS.values()) == 1
+
+
+def test_ar_loop_equals_hf_greedy_generate():
+  """The loop's AR equals transformers' greedy generate() on the same tiny model (and so does
+  every other method, by the tests above)."""
+  torch = pytest.importorskip("torch")
+  pytest.importorskip("transformers")
+  import types
+  from glance_jax.qwen3_vl import weights
+  from glance_jax.qwen3_vl.positions import get_rope_index
+  from glance_jax.qwen3_vl.target import Target
+  cfg = oracle.CONFIG_B
+  hf = oracle.hf_model(cfg, seed=21)
+  target = Target(cfg, *weights.from_state_dict(cfg, oracle.state_dict_np(hf)))
+  p = oracle.two_image_prompt(cfg, seed=21)
+  ids = torch.from_numpy(p.ids)
+  with torch.no_grad():
+    ref = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=(ids == cfg.image_token_id).long(),
+                      pixel_values=torch.from_numpy(p.pixel_values), image_grid_thw=torch.from_numpy(p.grid_thw),
+                      max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0).numpy()[0, p.ids.shape[1]:]
+  pos, delta = get_rope_index(p.ids, None, p.grid_thw, None, image_token_id=cfg.image_token_id,
+                              video_token_id=cfg.video_token_id)
+  inputs = types.SimpleNamespace(input_ids=p.ids, attention_mask=np.ones_like(p.ids, bool), positions=pos,
+                                 rope_delta=delta, pixel_values=p.pixel_values, image_grid_thw=p.grid_thw)
+  for method in ("ar", "ngram"):
+    res = generate(target, inputs, method=method, budget=15, max_new_tokens=24, stop_tokens=())
+    np.testing.assert_array_equal(res.tokens[0], ref)
