@@ -1,6 +1,6 @@
-"""Decode with a Qwen3-VL target. `python decode.py` runs the embedded default; see --help."""
+"""Decode with a Qwen3-VL target and a GLANCE head. `python decode.py` runs the embedded default."""
 
-from glance_jax.decode.cli import main
+from glance_jax.decode.cli import cli_main
 
 if __name__ == "__main__":
-  main()
+  cli_main()

@@ -13,19 +13,24 @@ Public API (the architecture in one screen):
   Sharding
     make_mesh(shape), DEFAULT_RULES
 
-  Decoding building blocks
+  Head (DFlash architecture) and decoding
+    HeadConfig.for_target(cfg), init_head, load_head, save_head, Head (bound for decoding)
+    generate(target, inputs, head=, method=ar|ngram|chain|glance, budget=, ...) -> GenerationResult
     build_tree(log_q, num_nodes) -> Tree
 """
 
 from glance_jax.config import QWEN3_VL_8B, Qwen3VLConfig, TextConfig, VisionConfig, tiny_config
+from glance_jax.decode.generate import GenerationResult, Head, generate
 from glance_jax.decode.tree import Tree, build_tree, chain_tree
+from glance_jax.head import HeadConfig, init_head, load_head, save_head
 from glance_jax.qwen3_vl.inputs import ModelInputs, Processor, prepare_inputs, prepare_inputs_from_ids
 from glance_jax.qwen3_vl.target import InputError, Target, load_target
 from glance_jax.sharding import DEFAULT_RULES, make_mesh
 
 __all__ = [
     "QWEN3_VL_8B", "Qwen3VLConfig", "TextConfig", "VisionConfig", "tiny_config",
-    "Tree", "build_tree", "chain_tree",
+    "Tree", "build_tree", "chain_tree", "GenerationResult", "Head", "generate",
+    "HeadConfig", "init_head", "load_head", "save_head",
     "ModelInputs", "Processor", "prepare_inputs", "prepare_inputs_from_ids",
     "InputError", "Target", "load_target",
     "DEFAULT_RULES", "make_mesh",

@@ -37,6 +37,22 @@ def main():
   born = Target.random(cfg, seed=1, mesh=mesh)       # created already sharded, under jit
   got2, _ = born.generate_greedy(inputs, 12, stop_tokens=())
   np.testing.assert_array_equal(got2, ref)
+  # the GLANCE loop: target and head both sharded on the mesh, the same tokens as on one device
+  import dataclasses
+  from glance_jax.decode.generate import Head, generate
+  from glance_jax.testing.random_weights import lively
+  single = dataclasses.replace(single, params=lively(single.params, 7))
+  head = Head.random(single, seed=3, num_layers=2)
+  head = dataclasses.replace(head, params=lively(head.params, 8))
+  runs = [("glance", 15), ("chain", 15), ("ngram", 15)]
+  refs = [generate(single, inputs, head=head, method=m, budget=b, max_new_tokens=12, stop_tokens=()) for m, b in runs]
+  ar = single.generate_greedy(inputs, 12, stop_tokens=())[0]
+  sharded = single.shard(mesh)
+  shead = dataclasses.replace(head, params=jax.device_put(head.params, shd.state_shardings(head.params, mesh)))
+  for (m, b), r in zip(runs, refs):
+    got = generate(sharded, inputs, head=shead, method=m, budget=b, max_new_tokens=12, stop_tokens=())
+    assert [list(t) for t in got.tokens] == [list(t) for t in r.tokens], m
+    assert [list(t) for t in got.tokens] == [list(a[a >= 0]) for a in ar], m
   print("SHARDED_OK", ref.tolist())
 
 

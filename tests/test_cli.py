@@ -1,33 +1,69 @@
-"""decode.py runs end to end on the embedded default and on a checkpoint directory."""
+"""decode.py: every method end to end on the embedded default and on checkpoint directories; bad
+input is a clear one-line error."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
 
+from glance_jax.config import tiny_config
 from glance_jax.decode import cli
+from glance_jax.decode.generate import Head
+from glance_jax.head import save_head
+from glance_jax.qwen3_vl.target import Target
 from glance_jax.testing.checkpoint import make_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+  root = tmp_path_factory.mktemp("cli")
+  model = make_tiny_checkpoint(root / "model", seed=2, max_shard_bytes=200_000)
+  head = Head.random(Target.random(tiny_config()), seed=4, num_layers=1)
+  save_head(root / "head", head.config, head.params)
+  deep = Head.random(Target.random(tiny_config(layers=8)), seed=4, num_layers=1)
+  save_head(root / "deep_head", deep.config, deep.params)
+  from glance_jax.demo import default_image
+  default_image(seed=3).save(root / "x.png")
+  (root / "not_an_image.png").write_text("hello")
+  return root
 
 
 def test_decode_default_runs(tmp_path, capsys):
   out = tmp_path / "r.json"
-  res = cli.main(["--max-new-tokens", "8", "--json", str(out)])
-  assert res["new_tokens"] >= 1
-  assert "new_tokens=" in capsys.readouterr().out
+  res = cli.main(["--max-new-tokens", "8", "--budget", "15", "--json", str(out)])
+  assert res["new_tokens"] >= 1 and res["method"] == "glance"
+  line = capsys.readouterr().out.strip().splitlines()[-1]
+  for field in ("new_tokens=", "rounds=", "tau=", "ms/token=", "tokens/s="):
+    assert field in line
   assert json.loads(out.read_text())["tokens"] == res["tokens"]
 
 
-def test_decode_with_model_and_image_file(tmp_path):
-  from glance_jax.demo import default_image
-  ckpt = make_tiny_checkpoint(tmp_path / "ckpt", seed=2, max_shard_bytes=200_000)
-  img = tmp_path / "x.png"
-  default_image(seed=3).save(img)
-  res = cli.main(["--model", str(ckpt), "--image", str(img), "--image", str(img), "--prompt", "Compare.",
-                  "--max-new-tokens", "5"])
-  assert len(res["tokens"]) == res["new_tokens"] <= 5
-  assert np.all(np.asarray(res["tokens"]) >= 0)
+def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
+  base = ["--model", str(ckpt / "model"), "--image", str(ckpt / "x.png"), "--image", str(ckpt / "x.png"),
+          "--prompt", "Compare the two pictures.", "--max-new-tokens", "12", "--budget", "15"]
+  ref = cli.main(base + ["--method", "ar"])
+  assert len(set(ref["tokens"])) > 1 and np.all(np.asarray(ref["tokens"]) >= 0)
+  for method in ("ngram", "chain", "glance"):
+    res = cli.main(base + ["--method", method, "--head", str(ckpt / "head")])
+    assert res["tokens"] == ref["tokens"], method
 
 
-def test_decode_missing_image_is_a_clear_error(tmp_path):
-  with pytest.raises(ValueError, match="nope.png"):
-    cli.main(["--image", str(tmp_path / "nope.png"), "--max-new-tokens", "2"])
+@pytest.mark.parametrize("args,words", [
+    (["--budget", "0"], ["--budget must be >= 1"]),
+    (["--temperature", "-1"], ["--temperature must be >= 0"]),
+    (["--image", "{root}/nope.png"], ["nope.png"]),
+    (["--image", "{root}/not_an_image.png"], ["not_an_image.png"]),
+    (["--model", "{root}/model", "--method", "glance"], ["needs --head"]),
+    (["--model", "{root}/model", "--head", "{root}/deep_head"], ["target_layer_ids", "depth 4"]),
+])
+def test_bad_input_is_one_line_error(ckpt, args, words, monkeypatch, capsys):
+  args = [a.format(root=ckpt) for a in args]
+  monkeypatch.setattr(sys, "argv", ["decode.py", *args, "--max-new-tokens", "2"])
+  with pytest.raises(SystemExit) as e:
+    cli.cli_main()
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("decode.py: error:"), err
+  for w in words:
+    assert w in err[0], err[0]

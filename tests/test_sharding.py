@@ -1,4 +1,5 @@
-"""Prefill + decode give the same tokens on 1 device and on 8 fake CPU devices (2x2x2 mesh)."""
+"""Prefill + decode, and the GLANCE loop with target and head sharded, give the same tokens on
+1 device and on 8 fake CPU devices (2x2x2 mesh)."""
 
 import os
 import pathlib

@@ -1,57 +1,96 @@
-"""`python decode.py`: decode one prompt (with images) and print the text and a one-line summary."""
+"""`python decode.py`: decode one prompt (with images) with ar / ngram / chain / glance and print the
+text and a one-line summary (new tokens, rounds, tau, ms/token, tokens/s)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import jax.numpy as jnp
-import numpy as np
 
-METHODS = ("ar",)
+from glance_jax.decode.loop import METHODS
+
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(description=__doc__)
-  p.add_argument("--model", help="HF checkpoint directory or hub repo id (default: embedded tiny model)")
-  p.add_argument("--image", action="append", default=[], help="image path (repeatable)")
+  p = argparse.ArgumentParser(prog="decode.py", description=__doc__)
+  p.add_argument("--model", help="HF Qwen3-VL checkpoint directory or hub repo id (default: embedded tiny model)")
+  p.add_argument("--head", help="DFlash-format head directory (default with no --model: a random head)")
+  p.add_argument("--image", action="append", default=[], help="image path (repeatable, in prompt order)")
   p.add_argument("--prompt", default=None, help="user prompt text")
-  p.add_argument("--method", choices=METHODS, default="ar")
+  p.add_argument("--method", choices=METHODS, default="glance")
+  p.add_argument("--budget", type=int, default=63, help="tree nodes N (glance); draft depth cap (chain, ngram)")
   p.add_argument("--max-new-tokens", type=int, default=64)
+  p.add_argument("--temperature", type=float, default=0.0)
+  p.add_argument("--top-k", type=int, default=0)
+  p.add_argument("--top-p", type=float, default=1.0)
+  p.add_argument("--seed", type=int, default=0)
   p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+  p.add_argument("--mesh", default=None, help="data,fsdp,tensor sizes, e.g. 1,1,8 (default: one device)")
   p.add_argument("--json", dest="json_out", help="write the result as JSON here")
   return p
 
 
-def main(argv=None) -> dict:
-  args = parser().parse_args(argv)
-  if args.max_new_tokens < 1:
-    raise SystemExit(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+def run(args) -> dict:
   from glance_jax import demo
+  from glance_jax.decode.generate import Head, generate
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
   from glance_jax.qwen3_vl.target import load_target
+  from glance_jax.sharding import make_mesh
 
+  if args.budget < 1:
+    raise ValueError(f"--budget must be >= 1, got {args.budget}")
+  if args.temperature < 0:
+    raise ValueError(f"--temperature must be >= 0, got {args.temperature}")
+  if args.max_new_tokens < 1:
+    raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+  mesh = make_mesh([int(x) for x in args.mesh.split(",")]) if args.mesh else None
   path = args.model or demo.default_checkpoint()
   images = list(args.image) if args.model or args.image else [demo.default_image()]
   prompt = args.prompt or demo.DEFAULT_PROMPT
-  target = load_target(path, dtype=DTYPES[args.dtype])
+  target = load_target(path, dtype=DTYPES[args.dtype], mesh=mesh)
   processor = Processor.from_pretrained(str(target.path))
   inputs = prepare_inputs(processor, prompt, images or None)
-  target.generate_greedy(inputs, args.max_new_tokens)  # compile
+  head = None
+  if args.method in ("chain", "glance"):
+    if args.head:
+      head = Head.load(args.head, target=target)
+    elif args.model:
+      raise ValueError(f"--method {args.method} needs --head with --model (or use --method ar / ngram)")
+    else:
+      head = Head.random(target, seed=0, num_layers=2)
+  kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+  generate(target, inputs, **kw)  # compile (one trace per method, budget and shapes)
   t0 = time.perf_counter()
-  toks, n = target.generate_greedy(inputs, args.max_new_tokens)
+  res = generate(target, inputs, **kw)
   dt = time.perf_counter() - t0
-  new = [int(t) for t in toks[0, : n[0]]]
+  new = [int(t) for t in res.tokens[0]]
   text = processor.tokenizer.decode(new, skip_special_tokens=True)
-  result = dict(method=args.method, prompt=prompt, text=text, tokens=new, new_tokens=len(new),
-                rounds=len(new), tau=1.0, ms_per_token=1e3 * dt / max(len(new), 1),
-                tokens_per_s=len(new) / dt)
+  result = dict(method=args.method, budget=args.budget, prompt=prompt, text=text, tokens=new,
+                new_tokens=len(new), rounds=int(res.rounds[0]), tau=res.tau, ms_per_token=1e3 * dt / len(new),
+                tokens_per_s=len(new) / dt, accepted=[int(a) for a in res.accepted[0]],
+                root_entropy=[float(h) for h in res.root_entropy[0]])
   print(text)
-  print(f"[{args.method}] new_tokens={len(new)} rounds={len(new)} tau=1.00 "
+  print(f"[{args.method} N={args.budget}] new_tokens={len(new)} rounds={result['rounds']} tau={res.tau:.2f} "
         f"ms/token={result['ms_per_token']:.2f} tokens/s={result['tokens_per_s']:.1f}")
   if args.json_out:
     with open(args.json_out, "w") as f:
       json.dump(result, f, indent=2)
   return result
+
+
+def main(argv=None) -> dict:
+  return run(parser().parse_args(argv))
+
+
+def cli_main() -> None:
+  """Entry point: bad input is one line on stderr and exit status 2, not a traceback."""
+  try:
+    main()
+  except (ValueError, FileNotFoundError) as e:
+    print(f"decode.py: error: {e}", file=sys.stderr)
+    sys.exit(2)

@@ -16,10 +16,24 @@ from glance_jax.decode.sampling import SamplingConfig
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Head:
-  """A block head bound for decoding: its config, graphdef and params."""
+  """A block head bound for decoding: its config, graphdef and params (`Head(*load_head(path))`)."""
   config: Any
   graphdef: Any
   params: Any
+
+  @classmethod
+  def load(cls, path_or_repo_id, *, target=None, dtype=None, mesh=None) -> "Head":
+    from glance_jax.head.checkpoint import load_head
+    return cls(*load_head(path_or_repo_id, dtype=dtype or (target.dtype if target else jnp.float32),
+                          mesh=mesh if mesh is not None else getattr(target, "mesh", None),
+                          target_config=target.config if target else None))
+
+  @classmethod
+  def random(cls, target, *, seed: int = 0, num_layers: int = 5, block_size: int = 16) -> "Head":
+    from glance_jax.head.config import HeadConfig
+    from glance_jax.head.model import init_head
+    cfg = HeadConfig.for_target(target.config, num_layers=num_layers, block_size=block_size)
+    return cls(cfg, *init_head(cfg, seed=seed, dtype=target.dtype, mesh=target.mesh))
 
 
 @dataclasses.dataclass
@@ -46,22 +60,6 @@ class GenerationResult:
     return int(sum(len(t) for t in self.tokens))
 
 
-def check_head(target, head: Head, block_size: int | None = None) -> None:
-  cfg = head.config
-  depth = target.config.text.num_hidden_layers
-  bad = [i for i in cfg.target_layer_ids if not 0 <= i < depth]
-  if bad:
-    raise ValueError(f"head target_layer_ids {tuple(cfg.target_layer_ids)} exceed the target's depth "
-                     f"{depth} (bad: {bad})")
-  if cfg.target_hidden_size != target.config.text.hidden_size:
-    raise ValueError(f"head expects target hidden size {cfg.target_hidden_size}, target has "
-                     f"{target.config.text.hidden_size}")
-  if cfg.vocab_size != target.config.text.vocab_size:
-    raise ValueError(f"head vocab_size {cfg.vocab_size} != target vocab_size {target.config.text.vocab_size}")
-  if block_size is not None and cfg.block_size != block_size:
-    raise ValueError(f"head block_size {cfg.block_size} != requested block size {block_size}")
-
-
 def generate(target, inputs, *, head: Head | None = None, method: str = "glance", budget: int = 63,
              max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              seed: int = 0, stop_tokens: Sequence[int] | None = None, block_size: int = 16,
@@ -82,7 +80,7 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   if method in ("chain", "glance"):
     if head is None:
       raise ValueError(f"method {method!r} needs a head (--head)")
-    check_head(target, head)
+    head.config.check_target(target.config)
     block_size = head.config.block_size
     tap_layers, mask_id = tuple(head.config.target_layer_ids), head.config.mask_token_id
   if oracle_tokens is not None and method not in ("chain", "glance"):
