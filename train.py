@@ -1,6 +1,6 @@
-"""Train the GLANCE block head on the frozen target's own generations (issue 4: not built yet)."""
+"""Train the GLANCE block head on the frozen target's own generations. See --help."""
 
-import sys
+from glance_jax.train.cli import cli_main
 
 if __name__ == "__main__":
-  sys.exit("train.py: head training is not implemented yet (tracked in issue 4); see README 'Status'.")
+  cli_main()

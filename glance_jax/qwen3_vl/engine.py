@@ -23,6 +23,17 @@ class Output:
   taps: dict[int, jax.Array]       # decoder layer i -> [B, T, D], HF hidden_states[i + 1]
 
 
+def greedy_tokens(logits: jax.Array) -> jax.Array:
+  """logits [..., V] -> int32 [...]: jnp.argmax over the last axis (first index of the maximum; a
+  NaN counts as the maximum), computed as two plain reductions. XLA:CPU lowers jnp.argmax to a
+  variadic (value, index) reduce that is ~4-5x slower (one row, 2-core CPU: 146 us vs 34 us at
+  V = 32000, 1.2 ms vs 0.24 ms at V = 151936), a few % of a small model's decode step."""
+  m = jnp.max(logits, axis=-1, keepdims=True)
+  hit = (logits == m) | jnp.isnan(logits)
+  iota = jax.lax.broadcasted_iota(jnp.int32, logits.shape, logits.ndim - 1)
+  return jnp.min(jnp.where(hit, iota, logits.shape[-1] - 1), axis=-1).astype(jnp.int32)
+
+
 def _last_rows(h: jax.Array, lengths: jax.Array) -> jax.Array:
   """h [B,T,D] -> [B,1,D] at index lengths-1 per row."""
   idx = jnp.clip(lengths - 1, 0, h.shape[1] - 1)
@@ -105,10 +116,10 @@ def greedy_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, fir
     h, new_cache, _ = model(tok[:, None], pos, cache, jnp.ones((b, 1, 1), bool))
     # rows already done keep their cache length (their extra writes sit beyond it, unseen).
     new_cache = new_cache.replace(length=cache.length + (~done).astype(jnp.int32))
-    nxt = jnp.argmax(model.logits(h)[:, 0], axis=-1).astype(jnp.int32)
+    nxt = greedy_tokens(model.logits(h)[:, 0])
     return i + 1, nxt, out, done, new_cache
 
-  tok0 = jnp.argmax(first_logits, axis=-1).astype(jnp.int32)
+  tok0 = greedy_tokens(first_logits)
   out0 = jnp.full((b, max_new_tokens), -1, jnp.int32)
   state = (jnp.int32(0), tok0, out0, jnp.zeros((b,), bool), cache)
   _, _, out, _, cache = jax.lax.while_loop(cond, body, state)

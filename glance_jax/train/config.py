@@ -1,0 +1,108 @@
+"""`TrainConfig`: every knob of a head-training run, read from a Python config file + overrides.
+
+A config file (configs/train_*.py) defines `get_config() -> TrainConfig`. Command-line overrides
+are `key=value` pairs, converted to the field's type (tuples as comma lists), so
+`python train.py --config configs/train_tiny.py steps=50 mesh=1,1,2` needs no new code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import pathlib
+import typing
+from typing import Sequence
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+  # --- models
+  target: str                              # HF Qwen3-VL checkpoint directory or hub repo id
+  target_dtype: str = "bfloat16"           # the frozen target's weights and compute
+  head_layers: int = 5                     # DFlash head depth (paper: 5)
+  block_size: int = 16                     # B; the head drafts B - 1 tokens
+  head_init: str | None = None             # DFlash checkpoint to start from (paper: z-lab/Qwen3-8B-DFlash-b16)
+  compute_dtype: str = "bfloat16"          # head forward dtype; master weights stay fp32
+  # --- data
+  task_files: tuple[str, ...] = ()         # JSONL prompt files (glance_jax.data.records); regenerated first
+  regen_max_new_tokens: int = 256          # the target's greedy answers: length cap
+  regen_batch_size: int = 8
+  seq_len: int = 1024                      # prompt + response, right-padded
+  max_patches: int = 1024                  # static vision patch budget per batch (all images)
+  truncate: bool = True                    # cut sequences longer than seq_len (never image rows)
+  on_bad_record: str = "skip"              # skip | raise: a record with a missing image etc.
+  # --- objective (SpecForge DFlash recipe)
+  num_anchors: int = 512                   # blocks per sequence, fresh random anchors each step
+  gamma: float | None = None               # loss decay; None = 7 for B = 16 (SpecForge)
+  # --- optimisation (recipe defaults)
+  batch_size: int = 8                      # global sequences per step
+  epochs: int = 1
+  steps: int | None = None                 # overrides epochs when set
+  lr: float = 6e-4
+  weight_decay: float = 0.0
+  warmup_frac: float = 0.04
+  clip: float = 1.0
+  seed: int = 0
+  # --- parallelism: (data, fsdp, tensor); -1 = all remaining devices
+  mesh: tuple[int, int, int] = (-1, 1, 1)
+  # --- bookkeeping
+  workdir: str = "runs/glance"             # regen/, ckpt/, metrics.jsonl, head/ live here
+  save_every: int = 500                    # orbax checkpoint every K steps (and at the end)
+  keep: int = 3                            # last n checkpoints kept
+  log_every: int = 1
+
+  def __post_init__(self):
+    if self.block_size < 2:
+      raise ValueError(f"block_size must be >= 2, got {self.block_size}")
+    if self.on_bad_record not in ("skip", "raise"):
+      raise ValueError(f"on_bad_record must be 'skip' or 'raise', got {self.on_bad_record!r}")
+    for name in ("batch_size", "num_anchors", "save_every", "keep", "seq_len", "epochs"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+def _coerce(field: dataclasses.Field, text: str):
+  hint = typing.get_type_hints(TrainConfig)[field.name]
+  origin, args = typing.get_origin(hint), typing.get_args(hint)
+  if text.lower() in ("none", "null") and type(None) in args:
+    return None
+  if hint is bool or (bool in args):
+    if text.lower() not in ("true", "false", "1", "0"):
+      raise ValueError(f"{field.name}: expected true/false, got {text!r}")
+    return text.lower() in ("true", "1")
+  if origin is tuple:
+    item = args[0] if args else str
+    parts = [p for p in text.split(",") if p != ""]
+    return tuple(item(p) for p in parts)
+  for t in (int, float, str):
+    if hint is t or t in args:
+      return t(text)
+  return text
+
+
+def apply_overrides(cfg: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
+  fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+  changes = {}
+  for item in overrides:
+    if "=" not in item:
+      raise ValueError(f"override {item!r} is not key=value")
+    key, value = item.split("=", 1)
+    if key not in fields:
+      raise ValueError(f"unknown config key {key!r}; known: {', '.join(sorted(fields))}")
+    try:
+      changes[key] = _coerce(fields[key], value)
+    except ValueError as e:
+      raise ValueError(f"override {item!r}: {e}") from None
+  return dataclasses.replace(cfg, **changes)
+
+
+def load_config(path: str | pathlib.Path, overrides: Sequence[str] = ()) -> TrainConfig:
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise ValueError(f"config file not found: {path}")
+  spec = importlib.util.spec_from_file_location(f"glance_train_config_{path.stem}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  if not hasattr(module, "get_config"):
+    raise ValueError(f"{path}: defines no get_config()")
+  return apply_overrides(module.get_config(), overrides)

@@ -1,0 +1,204 @@
+"""The training run behind `python train.py`: regenerate, build, restore, step, log, save, export.
+
+Multi-host: every process runs this same function after `jax.distributed.initialize`; the mesh
+spans all devices. Each process collates the step's global batch on the host (token arrays are
+small; images are decoded for that batch only) and places just its addressable shards on its
+devices (`make_array_from_callback`), so every process feeds the same global batch without any
+host-to-host traffic. Regeneration is a separate single-process phase (`--regenerate-only`),
+since the decode loop takes host inputs that must be the same everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from glance_jax import sharding as shd
+from glance_jax.train.config import TrainConfig
+
+logger = logging.getLogger(__name__)
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def resolve_mesh(shape, n_devices: int) -> tuple[int, ...]:
+  """(-1 -> whatever the other axes leave); a shape that does not divide the devices is an error."""
+  shape = [int(s) for s in shape]
+  known = int(np.prod([s for s in shape if s != -1]))
+  if shape.count(-1) > 1:
+    raise shd.MeshError(f"mesh {tuple(shape)}: at most one axis may be -1")
+  if -1 in shape:
+    if n_devices % known:
+      raise shd.MeshError(f"mesh {tuple(shape)} does not divide the {n_devices} devices")
+    shape[shape.index(-1)] = n_devices // known
+  if int(np.prod(shape)) != n_devices:
+    raise shd.MeshError(f"mesh {tuple(shape)} needs {int(np.prod(shape))} devices, but {n_devices} are available")
+  return tuple(shape)
+
+
+def regen_paths(cfg: TrainConfig) -> list[pathlib.Path]:
+  return [pathlib.Path(cfg.workdir) / "regen" / (pathlib.Path(t).stem + ".jsonl") for t in cfg.task_files]
+
+
+def run_regeneration(cfg: TrainConfig, target, processor) -> list[pathlib.Path]:
+  """The target's greedy answers to every task file's prompts (resumable, one process)."""
+  from glance_jax.data.records import read_task_file
+  from glance_jax.train.regenerate import regenerate
+  outs = []
+  for task_file, out in zip(cfg.task_files, regen_paths(cfg)):
+    records = read_task_file(task_file, on_error=cfg.on_bad_record)
+    outs.append(regenerate(target, processor, records, out, batch_size=cfg.regen_batch_size,
+                           max_new_tokens=cfg.regen_max_new_tokens))
+  return outs
+
+
+def _global_batch(batch, mesh):
+  """Host TrainBatch (the whole global batch) -> global arrays; each process fills only the shards
+  its own devices hold."""
+  from glance_jax.train.batch import batch_shardings
+  shardings = batch_shardings(batch, mesh)
+
+  def place(x, s):
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, s, lambda idx: x[idx])
+  return jax.tree.map(place, batch, shardings)
+
+
+def _truncate_metrics(path: pathlib.Path, last_step: int) -> None:
+  """After a restore at `last_step`, later lines (from the killed run) would be duplicated."""
+  if not path.exists():
+    return
+  keep = []
+  for line in path.read_text().splitlines():
+    try:
+      if json.loads(line)["step"] <= last_step:
+        keep.append(line)
+    except (json.JSONDecodeError, KeyError):
+      continue
+  path.write_text("".join(l + "\n" for l in keep))
+
+
+def _scalars(metrics: dict) -> dict:
+  out = {}
+  for k, v in jax.device_get(metrics).items():
+    v = np.asarray(v)
+    out[k] = [round(float(x), 6) for x in v] if v.ndim else float(v)
+  return out
+
+
+def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
+  """Runs (or resumes) training to the end; returns a summary. Every process calls it."""
+  from glance_jax.decode.generate import Head
+  from glance_jax.head import HeadConfig, init_head, save_head
+  from glance_jax.qwen3_vl.inputs import Processor
+  from glance_jax.qwen3_vl.processor import ImageProcessor
+  from glance_jax.qwen3_vl.target import load_target
+  from glance_jax.train import step as step_lib
+  from glance_jax.train.batch import collate
+  from glance_jax.train.checkpoint import Checkpointer
+  from glance_jax.train.examples import DataOrder, row_to_example, valid_rows
+  from glance_jax.train.optim import make_optimizer
+  from glance_jax.train.regenerate import read_regenerated
+
+  workdir = pathlib.Path(cfg.workdir)
+  nproc, pid = jax.process_count(), jax.process_index()
+  mesh = shd.make_mesh(resolve_mesh(cfg.mesh, jax.device_count()))
+  target = load_target(cfg.target, dtype=DTYPES[cfg.target_dtype], mesh=mesh)
+
+  # --- data: the target's own answers
+  paths = regen_paths(cfg)
+  if not paths:
+    raise ValueError("no task_files configured: nothing to train on")
+  missing = [p for p in paths if not p.exists()]
+  if missing and nproc > 1:
+    raise ValueError(f"regenerated data missing {[str(p) for p in missing]}: run "
+                     f"`python train.py --config ... --regenerate-only` in one process first")
+  if missing or nproc == 1:
+    run_regeneration(cfg, target, Processor.from_pretrained(str(target.path)))
+  rows = valid_rows([r for p in paths for r in read_regenerated(p)], on_error=cfg.on_bad_record,
+                    placeholder_ids=(target.config.image_token_id, target.config.video_token_id))
+  improc = ImageProcessor.from_pretrained(str(target.path))
+  order = DataOrder(len(rows), cfg.batch_size, cfg.seed)
+  total = cfg.steps or cfg.epochs * order.steps_per_epoch
+
+  # --- head, optimizer, state (born sharded), step
+  head_cfg = HeadConfig.for_target(target.config, num_layers=cfg.head_layers, block_size=cfg.block_size)
+  init = init_head(head_cfg, dtype=jnp.float32, from_dflash=cfg.head_init, mesh=mesh) if cfg.head_init else None
+  tx, schedule = make_optimizer(total_steps=total, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                warmup_frac=cfg.warmup_frac, clip=cfg.clip)
+  graphdef, state = step_lib.init_train_state(head_cfg, tx=tx, seed=cfg.seed, head=init, mesh=mesh)
+  state_sh = step_lib.train_state_shardings(head_cfg, tx, mesh)
+  train_step = step_lib.make_train_step(
+      head_cfg, graphdef, target.config, target.graphdef, tx=tx, block_size=cfg.block_size,
+      num_anchors=cfg.num_anchors, gamma=cfg.gamma, compute_dtype=DTYPES[cfg.compute_dtype],
+      schedule=schedule, state_sharding=state_sh)
+
+  # --- resume
+  ckpt = Checkpointer(workdir / "ckpt", keep=cfg.keep)
+  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
+  restored = ckpt.restore_latest(abstract)
+  start = 0
+  if restored is not None:
+    state, meta = restored
+    start = int(meta["position"]["step"])
+    logger.info("resumed from step %d (%s)", start, meta["position"])
+  metrics_path = workdir / "metrics.jsonl"
+  if pid == 0:
+    _truncate_metrics(metrics_path, start)
+
+  # --- loop
+  bar = _bar(total, start, progress and pid == 0)
+  last = {}
+  for step in range(start, total):
+    t0 = time.perf_counter()
+    host = collate([row_to_example(rows[i], improc) for i in order.global_indices(step)], target.config,
+                   seq_len=cfg.seq_len, max_patches=cfg.max_patches, pad_id=0, truncate=cfg.truncate)
+    n_tokens = int(np.asarray(host.attention_mask).sum())
+    state, metrics = train_step(state, target.params, _global_batch(host, mesh))
+    if (step + 1) % cfg.log_every == 0 or step + 1 == total:
+      last = _scalars(metrics)
+      dt = time.perf_counter() - t0
+      last.update(step=step + 1, tokens_per_s=n_tokens / dt, seconds=dt)
+      if pid == 0:
+        with open(metrics_path, "a") as f:
+          f.write(json.dumps(last) + "\n")
+      bar.set_postfix(loss=f"{last['loss']:.3f}", acc1=f"{last['acc_per_offset'][0]:.2f}",
+                      tau=f"{last['tau_implied']:.2f}", tok_s=f"{last['tokens_per_s']:.0f}")
+    bar.update(1)
+    if (step + 1) % cfg.save_every == 0 or step + 1 == total:
+      ckpt.save(step + 1, state, {"position": order.position(step + 1), "config": dataclasses.asdict(cfg)})
+  bar.close()
+  ckpt.close()
+
+  # --- export in the DFlash format decode.py --head reads
+  export = workdir / "head"
+  if nproc > 1:  # every process must take part in gathering the sharded params
+    from jax.experimental import multihost_utils
+    params = multihost_utils.process_allgather(state.params, tiled=True)
+  else:
+    params = jax.device_get(state.params)
+  if pid == 0:
+    save_head(export, head_cfg, params)
+  return dict(steps=total, resumed_from=start, export=str(export), last=last,
+              head=Head(head_cfg, graphdef, state.params))
+
+
+class _NoBar:
+  def update(self, n): pass
+  def set_postfix(self, **kw): pass
+  def close(self): pass
+
+
+def _bar(total: int, initial: int, enabled: bool):
+  if not enabled:
+    return _NoBar()
+  from tqdm import tqdm
+  return tqdm(total=total, initial=initial, desc="train", unit="step")
+
+
