@@ -133,3 +133,16 @@ def test_bad_input_errors(setup, tmp_path):
                         on_bad_record="skip", steps=1)
   r = _train(cfg)
   assert "skipping regenerated row id 'p0'" in r.stdout + r.stderr
+
+
+def test_exported_head_decodes_losslessly_through_decode_py(setup):
+  """The exported DFlash-format head is what `decode.py --head` reads."""
+  from glance_jax.decode import cli
+  root, paths, _ = setup
+  work = root / "uninterrupted"
+  if not (work / "head" / "config.json").exists():
+    pytest.skip("needs the uninterrupted run of test_sigkill_and_corrupt_checkpoint_resume_exactly")
+  base = ["--model", str(paths["model"]), "--prompt", "what color is the square", "--max-new-tokens", "10"]
+  ar = cli.main(base + ["--method", "ar"])
+  gl = cli.main(base + ["--method", "glance", "--budget", "15", "--head", str(work / "head")])
+  assert gl["tokens"] == ar["tokens"]
