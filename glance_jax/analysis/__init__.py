@@ -1,0 +1,33 @@
+"""Offline analysis of decode records and benchmark timings (numpy; scipy for the MLE; matplotlib
+only for plots, imported inside the plotting functions so this package imports without it).
+
+  Entropy law (per-round records: target entropy H at the root in nats, accepted length a in 0..L)
+    fit_entropy_law(H, a, L) -> EntropyLawFit      logit p = b0 - b1 H, survival model, horizon L
+    expected_accepted(b0, b1, H, L)                E[a | H] = sum_{l=1..L} p^l
+    decile_table(H, a, n_bins=10) -> DecileTable   mean a per entropy quantile bin
+    isotonic_fit(x, y, weights, decreasing=True), weighted_r2(y, fitted, weights)
+    copy_regime(fit, table, L) -> dict             cap e^{b0} (and the horizon-L cap) vs the floor
+    analyze(records_by_task, L) -> dict            all of the above per task, JSON-serialisable
+
+  Benchmarks (per-prompt times, paired across methods)
+    paired_bootstrap_ratio, paired_bootstrap_diff, geometric_mean, bootstrap_geomean_ratio,
+    compare_methods
+
+  Plots (PNG): plot_deciles, plot_cap_vs_floor, plot_speedup_vs_budget
+"""
+
+from glance_jax.analysis.bootstrap import (
+    bootstrap_geomean_ratio, compare_methods, geometric_mean, paired_bootstrap_diff,
+    paired_bootstrap_ratio)
+from glance_jax.analysis.entropy_law import (
+    DecileTable, EntropyLawFit, analyze, copy_regime, decile_table, expected_accepted,
+    fit_entropy_law, isotonic_fit, pool_records, weighted_r2)
+from glance_jax.analysis.plots import plot_cap_vs_floor, plot_deciles, plot_speedup_vs_budget
+
+__all__ = [
+    "DecileTable", "EntropyLawFit", "analyze", "copy_regime", "decile_table", "expected_accepted",
+    "fit_entropy_law", "isotonic_fit", "pool_records", "weighted_r2",
+    "bootstrap_geomean_ratio", "compare_methods", "geometric_mean", "paired_bootstrap_diff",
+    "paired_bootstrap_ratio",
+    "plot_cap_vs_floor", "plot_deciles", "plot_speedup_vs_budget",
+]
