@@ -10,6 +10,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from glance_jax.qwen3_vl.engine import greedy_tokens
+
 
 @dataclasses.dataclass(frozen=True)
 class SamplingConfig:
@@ -52,7 +54,7 @@ def filtered_logits(logits: jax.Array, cfg: SamplingConfig) -> jax.Array:
 def choose(logits: jax.Array, key: jax.Array, cfg: SamplingConfig) -> jax.Array:
   """logits [..., V] -> int32 [...]: argmax (T = 0) or an independent sample per row."""
   if cfg.greedy:
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    return greedy_tokens(logits)
   return jax.random.categorical(key, filtered_logits(logits, cfg), axis=-1).astype(jnp.int32)
 
 
