@@ -106,6 +106,8 @@ def test_two_processes_match_single_process_eight_devices(setup):
                   devices=4, popen=True) for i in range(2)]
   outs = [p.communicate(timeout=900)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), "\n".join(o[-2000:] for o in outs)
+  for i, o in enumerate(outs):
+    assert f"process {i} reads its own share of each batch" in o, o[-2000:]
   a, b = _head_arrays(work_1), _head_arrays(work_2)
   for k in a:
     np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6, err_msg=k)

@@ -1,11 +1,14 @@
 """The training run behind `python train.py`: regenerate, build, restore, step, log, save, export.
 
 Multi-host: every process runs this same function after `jax.distributed.initialize`; the mesh
-spans all devices. Each process collates the step's global batch on the host (token arrays are
-small; images are decoded for that batch only) and places just its addressable shards on its
-devices (`make_array_from_callback`), so every process feeds the same global batch without any
-host-to-host traffic. Regeneration is a separate single-process phase (`--regenerate-only`),
-since the decode loop takes host inputs that must be the same everywhere.
+spans all devices. When the mesh's `data` axis splits the batch rows process by process (the
+usual case), each process reads, decodes and collates only its own share of each global batch;
+the token arrays are assembled with `make_array_from_process_local_data`, and the (small) image
+patches of all shares are exchanged with `process_allgather`, because the vision tower runs over
+every image of the batch as one replicated sequence. Otherwise (rows not split by process) every
+process collates the whole global batch and places only its addressable shards. Regeneration is a
+separate single-process phase (`--regenerate-only`), since the decode loop takes host inputs that
+must be the same everywhere.
 """
 
 from __future__ import annotations
@@ -68,6 +71,45 @@ def _global_batch(batch, mesh):
     x = np.asarray(x)
     return jax.make_array_from_callback(x.shape, s, lambda idx: x[idx])
   return jax.tree.map(place, batch, shardings)
+
+
+def rows_split_by_process(mesh, global_batch: int) -> bool:
+  """True when the batch's `data` sharding gives each process a contiguous, equal share of rows."""
+  nproc = jax.process_count()
+  data = mesh.shape["data"]
+  if nproc == 1 or data % nproc or global_batch % data:
+    return False
+  procs = np.vectorize(lambda d: d.process_index)(mesh.devices)            # [data, fsdp, tensor]
+  per_data = [set(procs[i].reshape(-1)) for i in range(data)]
+  return all(len(p) == 1 for p in per_data) and [min(p) for p in per_data] == sorted(min(p) for p in per_data)
+
+
+def _local_share_batch(local_examples, cfg: TrainConfig, target_cfg, mesh):
+  """This process's rows -> global arrays; image patches of every process gathered and packed in
+  global row order (process-major), so the placeholders' order matches the patches' order."""
+  from jax.experimental import multihost_utils
+  from glance_jax.train.batch import _padded_vision, batch_shardings, collate
+  local = collate(local_examples, target_cfg, seq_len=cfg.seq_len, max_patches=cfg.max_patches, pad_id=0,
+                  truncate=cfg.truncate)
+  v = target_cfg.vision
+  pix = [np.asarray(e.pixel_values, np.float32) for e in local_examples if e.pixel_values is not None]
+  grids = [np.asarray(e.image_grid_thw, np.int64).reshape(-1, 3) for e in local_examples if e.pixel_values is not None]
+  px = np.concatenate(pix) if pix else np.zeros((0, v.patch_dim), np.float32)
+  gr = np.concatenate(grids) if grids else np.zeros((0, 3), np.int64)
+  if px.shape[0] > cfg.max_patches:
+    raise ValueError(f"process {jax.process_index()}: {px.shape[0]} image patches > max_patches {cfg.max_patches}")
+  max_images = cfg.max_patches // v.spatial_merge_size**2
+  gathered = multihost_utils.process_allgather(dict(
+      px=np.pad(px, ((0, cfg.max_patches - px.shape[0]), (0, 0))), n_px=np.int32(px.shape[0]),
+      gr=np.pad(gr, ((0, max_images - gr.shape[0]), (0, 0))), n_gr=np.int32(gr.shape[0])))
+  all_px = [np.asarray(gathered["px"][p][: int(gathered["n_px"][p])]) for p in range(jax.process_count())]
+  all_gr = np.concatenate([np.asarray(gathered["gr"][p][: int(gathered["n_gr"][p])]) for p in range(jax.process_count())])
+  vision = _padded_vision(all_px, all_gr if all_gr.size else None, target_cfg, cfg.max_patches)
+  sh = batch_shardings(local.replace(**vision), mesh)
+  tokens = {k: jax.make_array_from_process_local_data(getattr(sh, k), np.asarray(getattr(local, k)))
+            for k in ("input_ids", "loss_mask", "attention_mask", "positions")}
+  vis = {k: jax.make_array_from_callback(a.shape, getattr(sh, k), lambda idx, a=a: a[idx]) for k, a in vision.items()}
+  return local.replace(**tokens, **vis)
 
 
 def _truncate_metrics(path: pathlib.Path, last_step: int) -> None:
@@ -155,12 +197,21 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
   # --- loop
   bar = _bar(total, start, progress and pid == 0)
   last = {}
+  local_share = rows_split_by_process(mesh, cfg.batch_size)
+  logger.info("data: %s", f"process {pid} reads its own share of each batch" if local_share
+              else "every process collates the whole global batch")
   for step in range(start, total):
     t0 = time.perf_counter()
-    host = collate([row_to_example(rows[i], improc) for i in order.global_indices(step)], target.config,
-                   seq_len=cfg.seq_len, max_patches=cfg.max_patches, pad_id=0, truncate=cfg.truncate)
-    n_tokens = int(np.asarray(host.attention_mask).sum())
-    state, metrics = train_step(state, target.params, _global_batch(host, mesh))
+    if local_share:   # read, decode and collate only this process's rows
+      local = [row_to_example(rows[i], improc) for i in order.local_indices(step, pid, nproc)]
+      batch = _local_share_batch(local, cfg, target.config, mesh)
+      n_tokens = sum(len(e.input_ids) for e in local) * nproc
+    else:
+      host = collate([row_to_example(rows[i], improc) for i in order.global_indices(step)], target.config,
+                     seq_len=cfg.seq_len, max_patches=cfg.max_patches, pad_id=0, truncate=cfg.truncate)
+      n_tokens = int(np.asarray(host.attention_mask).sum())
+      batch = _global_batch(host, mesh)
+    state, metrics = train_step(state, target.params, batch)
     if (step + 1) % cfg.log_every == 0 or step + 1 == total:
       last = _scalars(metrics)
       dt = time.perf_counter() - t0
