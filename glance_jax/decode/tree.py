@@ -136,9 +136,7 @@ def build_tree(
   if not 1 <= k <= vocab:
     raise ValueError(f'top_k must be in [1, {vocab}], got {top_k}.')
 
-  # The barrier keeps XLA:CPU's TopK custom call: without it, slicing the result (top_lq[0, 0])
-  # lets the compiler rewrite top_k into a full sort of every [V] row, ~70x slower at V = 32000.
-  top_lq, top_ids = jax.lax.optimization_barrier(jax.lax.top_k(log_q.astype(jnp.float32), k))  # [L, K]
+  top_lq, top_ids = jax.lax.top_k(log_q.astype(jnp.float32), k)  # [L, K]
   top_ids = top_ids.astype(jnp.int32)
   neg_inf = jnp.float32(-jnp.inf)
   f = n + 1  # Frontier slots: at most i + 1 live entries after i pops.
@@ -146,7 +144,9 @@ def build_tree(
   # Frontier, one entry per slot. `pscore` is the parent's score, so that
   # sibling scores are pscore + log_q (no subtract-then-add rounding).
   frontier = dict(
-      score=jnp.full((f,), neg_inf).at[0].set(top_lq[0, 0]),  # [F]
+      # max(log_q[0]) == top_lq[0, 0]. Slicing top_k's output with a constant index instead lets
+      # XLA:CPU rewrite the TopK call into a full sort of every [V] row (~70x slower at V = 32000).
+      score=jnp.full((f,), neg_inf).at[0].set(jnp.max(log_q[0].astype(jnp.float32))),  # [F]
       pscore=jnp.zeros((f,), jnp.float32),  # [F]
       depth=jnp.zeros((f,), jnp.int32).at[0].set(1),  # [F]
       rank=jnp.zeros((f,), jnp.int32),  # [F]
