@@ -17,6 +17,17 @@ class ConfigError(ValueError):
   """A config.json that is not a Qwen3-VL config, or has missing/invalid fields."""
 
 
+def read_json(path: str | pathlib.Path, *, what: str = "config") -> dict[str, Any]:
+  """A JSON config file as a dict; a missing file or invalid JSON is a one-line ConfigError."""
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise ConfigError(f"{what} file not found: {path}")
+  try:
+    return json.loads(path.read_text())
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"{path}: not valid JSON ({e})") from None
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VisionConfig:
   depth: int
@@ -132,14 +143,7 @@ class Qwen3VLConfig:
 
   @classmethod
   def from_json_file(cls, path: str | pathlib.Path) -> "Qwen3VLConfig":
-    path = pathlib.Path(path)
-    if not path.is_file():
-      raise ConfigError(f"config file not found: {path}")
-    try:
-      d = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-      raise ConfigError(f"{path}: not valid JSON ({e})") from None
-    return cls.from_hf_dict(d, source=str(path))
+    return cls.from_hf_dict(read_json(path), source=str(path))
 
   def to_hf_dict(self) -> dict[str, Any]:
     """The config.json transformers 5.x writes for this architecture."""

@@ -19,7 +19,7 @@ import json
 import pathlib
 from typing import Any
 
-from glance_jax.config import ConfigError, Qwen3VLConfig
+from glance_jax.config import ConfigError, Qwen3VLConfig, read_json
 
 # DFlash's mask token for the Qwen3 tokenizer family (first unused row of the 151936-row
 # embedding; SpecForge configs/qwen3-8b-dflash.json). Qwen3-VL shares that tokenizer.
@@ -206,14 +206,7 @@ class HeadConfig:
 
   @classmethod
   def from_json_file(cls, path: str | pathlib.Path) -> "HeadConfig":
-    path = pathlib.Path(path)
-    if not path.is_file():
-      raise ConfigError(f"head config file not found: {path}")
-    try:
-      d = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-      raise ConfigError(f"{path}: not valid JSON ({e})") from None
-    return cls.from_dflash_dict(d, source=str(path))
+    return cls.from_dflash_dict(read_json(path, what="head config"), source=str(path))
 
   def to_dflash_dict(self, *, dtype: str = "bfloat16") -> dict[str, Any]:
     """The config.json DFlash's `DFlashDraftModel` (transformers `Qwen3Config`) reads."""
