@@ -15,7 +15,6 @@ we keep it separate and only write it when it differs).
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any
 
