@@ -22,7 +22,8 @@ from flax import nnx
 from glance_jax.decode import drafters
 from glance_jax.decode.sampling import SamplingConfig, choose, entropy
 from glance_jax.decode.verify import commit_kv, walk
-from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask, write_rows
+from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask, init_cache, write_rows
+from glance_jax.qwen3_vl.engine import last_rows
 
 METHODS = ("ar", "ngram", "chain", "glance")
 
@@ -120,11 +121,7 @@ def prefill_state(tgd, tparams, hgd, hparams, input_ids, attention_mask, positio
   target = nnx.merge(tgd, tparams)
   b, s = input_ids.shape
   t = target.cfg.text
-  cache = KVCache(k=tuple(jnp.zeros((b, max_length, t.num_key_value_heads, t.head_dim), target.embed_weight.dtype)
-                          for _ in range(t.num_hidden_layers)),
-                  v=tuple(jnp.zeros((b, max_length, t.num_key_value_heads, t.head_dim), target.embed_weight.dtype)
-                          for _ in range(t.num_hidden_layers)),
-                  length=jnp.zeros((b,), jnp.int32))
+  cache = init_cache(t, b, max_length, target.embed_weight.dtype)
   image_embeds = deepstack = None
   if pixel_values is not None:
     image_embeds, deepstack = target.encode_images(pixel_values, vision_meta)
@@ -133,7 +130,7 @@ def prefill_state(tgd, tparams, hgd, hparams, input_ids, attention_mask, positio
   h, cache, taps = target(input_ids, positions, cache, causal_block_mask(valid), image_embeds=image_embeds,
                           deepstack=deepstack, tap_layers=cfg.tap_layers if cfg.uses_head else ())
   cache = cache.replace(length=lengths)
-  last = jnp.take_along_axis(h, (lengths - 1)[:, None, None], axis=1)
+  last = last_rows(h, lengths)
   key, sub = jax.random.split(key)
   first = choose(target.logits(last)[:, 0], sub, cfg.sampling)
   history = jnp.zeros((b, max_length + cfg.block_size + 1), jnp.int32)

@@ -34,7 +34,7 @@ def greedy_tokens(logits: jax.Array) -> jax.Array:
   return jnp.min(jnp.where(hit, iota, logits.shape[-1] - 1), axis=-1).astype(jnp.int32)
 
 
-def _last_rows(h: jax.Array, lengths: jax.Array) -> jax.Array:
+def last_rows(h: jax.Array, lengths: jax.Array) -> jax.Array:
   """h [B,T,D] -> [B,1,D] at index lengths-1 per row."""
   idx = jnp.clip(lengths - 1, 0, h.shape[1] - 1)
   return jnp.take_along_axis(h, idx[:, None, None], axis=1)
@@ -57,7 +57,7 @@ def prefill(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, input_ids
                          image_embeds=image_embeds, deepstack=deepstack, tap_layers=tap_layers)
   lengths = jnp.sum(valid, axis=1).astype(jnp.int32)
   if logits_at == "last":
-    h = _last_rows(h, lengths)
+    h = last_rows(h, lengths)
   elif logits_at != "all":
     raise ValueError(f"logits_at must be 'all' or 'last', got {logits_at!r}")
   return Output(model.logits(h), cache.replace(length=cache.length + lengths), taps)
