@@ -1,5 +1,10 @@
 """`python decode.py`: decode one prompt (with images) with ar / ngram / chain / glance and print the
-text and a one-line summary (new tokens, rounds, tau, ms/token, tokens/s)."""
+text and a one-line summary (new tokens, rounds, tau, ms/token, tokens/s).
+
+With no arguments at all it runs the shipped CPU testbed's demo (glance_jax/testbed/demo.py): a few
+grounded and open held-out prompts decoded with AR and GLANCE. Without --model, a single-prompt run
+uses the testbed's target and head (and a held-out table image and question unless --image /
+--prompt are given); if the testbed is absent, a tiny random checkpoint and a random head."""
 
 from __future__ import annotations
 
@@ -36,7 +41,9 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args) -> dict:
   from glance_jax import demo
+  from glance_jax.data.records import read_task_file
   from glance_jax.decode.generate import Head, generate
+  from glance_jax.testbed import paths as testbed
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.sharding import make_mesh
@@ -48,9 +55,16 @@ def run(args) -> dict:
   if args.max_new_tokens < 1:
     raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
   mesh = make_mesh([int(x) for x in args.mesh.split(",")]) if args.mesh else None
-  path = args.model or demo.default_checkpoint()
-  images = list(args.image) if args.model or args.image else [demo.default_image()]
-  prompt = args.prompt or demo.DEFAULT_PROMPT
+  use_testbed = args.model is None and testbed.available()
+  if use_testbed:
+    example = read_task_file(testbed.task_files()[0], on_error="raise")[0]
+    path = testbed.TARGET
+    images = list(args.image) or list(example.images)
+    prompt = args.prompt or example.prompt
+  else:
+    path = args.model or demo.default_checkpoint()
+    images = list(args.image) if args.model or args.image else [demo.default_image()]
+    prompt = args.prompt or demo.DEFAULT_PROMPT
   target = load_target(path, dtype=DTYPES[args.dtype], mesh=mesh)
   processor = Processor.from_pretrained(str(target.path))
   inputs = prepare_inputs(processor, prompt, images or None)
@@ -58,6 +72,8 @@ def run(args) -> dict:
   if args.method in ("chain", "glance"):
     if args.head:
       head = Head.load(args.head, target=target)
+    elif use_testbed:
+      head = Head.load(testbed.HEAD, target=target)
     elif args.model:
       raise ValueError(f"--method {args.method} needs --head with --model (or use --method ar / ngram)")
     else:
@@ -84,6 +100,15 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> dict:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if argv[:1] == ["bench"]:  # `decode.py bench ...`: the benchmark (glance_jax/bench/cli.py)
+    from glance_jax.bench.cli import main as bench_main
+    return bench_main(argv[1:])
+  if not argv:
+    from glance_jax.testbed import paths as testbed
+    if testbed.available():  # the embedded default: the testbed demo, AR vs GLANCE
+      from glance_jax.testbed.demo import run_demo
+      return {"demo": run_demo()}
   return run(parser().parse_args(argv))
 
 

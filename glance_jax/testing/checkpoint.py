@@ -37,8 +37,10 @@ def preprocessor_config(min_pixels: int = 64 * 64, max_pixels: int = 128 * 128) 
 
 
 def write_checkpoint(out_dir, cfg: Qwen3VLConfig, params: nnx.State, *, max_shard_bytes: int | None = None,
-                     min_pixels: int = 64 * 64, max_pixels: int = 128 * 128) -> pathlib.Path:
-  """Saves params (a Target's state) plus every side file of the HF layout."""
+                     min_pixels: int = 64 * 64, max_pixels: int = 128 * 128,
+                     tokenizer_corpus=None) -> pathlib.Path:
+  """Saves params (a Target's state) plus every side file of the HF layout; the tokenizer is trained
+  on `tokenizer_corpus` (lines of text) when given."""
   from glance_jax.testing.tokenizer import make_tiny_tokenizer
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
@@ -46,7 +48,7 @@ def write_checkpoint(out_dir, cfg: Qwen3VLConfig, params: nnx.State, *, max_shar
   save_tensors(out, tensors, max_shard_bytes=max_shard_bytes)
   (out / "config.json").write_text(json.dumps(cfg.to_hf_dict(), indent=2))
   (out / "preprocessor_config.json").write_text(json.dumps(preprocessor_config(min_pixels, max_pixels), indent=2))
-  make_tiny_tokenizer(out, cfg.text.vocab_size, special_ids(cfg))
+  make_tiny_tokenizer(out, cfg.text.vocab_size, special_ids(cfg), corpus=tokenizer_corpus)
   return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -58,9 +58,10 @@ def _assign_special_ids(vocab_size: int, special_ids: Mapping[str, int]) -> dict
   return ids
 
 
-def build_tiny_tokenizer(vocab_size: int = 512,
-                         special_ids: Mapping[str, int] | None = None) -> tokenizers.Tokenizer:
-  """A byte-level BPE `tokenizers.Tokenizer` with vocab exactly `vocab_size` and specials at `special_ids`.
+def build_tiny_tokenizer(vocab_size: int = 512, special_ids: Mapping[str, int] | None = None,
+                         corpus: Iterable[str] | None = None) -> tokenizers.Tokenizer:
+  """A byte-level BPE `tokenizers.Tokenizer` with vocab exactly `vocab_size` and specials at `special_ids`,
+  trained on `corpus` (lines of text; default: a few built-in English sentences).
 
   Regular tokens take the free ids in training order; ids left over (the corpus is small) hold unreachable
   `<|reserved_k|>` tokens so that ids are dense.
@@ -80,7 +81,8 @@ def build_tiny_tokenizer(vocab_size: int = 512,
   tok.post_processor = processors.ByteLevel(trim_offsets=False)
   trainer = trainers.BpeTrainer(vocab_size=n_regular, show_progress=False,
                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-  tok.train_from_iterator(_CORPUS.splitlines(keepends=True), trainer)
+  lines = _CORPUS.splitlines(keepends=True) if corpus is None else list(corpus)
+  tok.train_from_iterator(lines, trainer)
 
   spec = json.loads(tok.to_str())
   trained = sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])  # training order
@@ -102,7 +104,8 @@ def build_tiny_tokenizer(vocab_size: int = 512,
 
 
 def make_tiny_tokenizer(out_dir: str, vocab_size: int = 512, special_ids: Mapping[str, int] | None = None,
-                        chat_template: str = QWEN3_VL_CHAT_TEMPLATE) -> dict[str, int]:
+                        chat_template: str = QWEN3_VL_CHAT_TEMPLATE,
+                        corpus: Iterable[str] | None = None) -> dict[str, int]:
   """Writes tokenizer.json, tokenizer_config.json and chat_template.jinja into `out_dir`.
 
   special_ids: token text -> id, e.g. {"<|vision_start|>": 500, "<|vision_end|>": 501, "<|image_pad|>": 502,
@@ -110,7 +113,7 @@ def make_tiny_tokenizer(out_dir: str, vocab_size: int = 512, special_ids: Mappin
   of the seven Qwen specials. transformers' PreTrainedTokenizerFast(tokenizer_file=...) and
   AutoTokenizer.from_pretrained(out_dir) both load the result.
   """
-  tok = build_tiny_tokenizer(vocab_size, special_ids)
+  tok = build_tiny_tokenizer(vocab_size, special_ids, corpus)
   os.makedirs(out_dir, exist_ok=True)
   tok.save(os.path.join(out_dir, "tokenizer.json"))
   config = {

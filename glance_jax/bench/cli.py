@@ -1,0 +1,238 @@
+"""`python decode.py bench TASKFILE [TASKFILE ...]`: time ar / ngram / chain / glance-N on task files
+in one process (interleaved, see bench/runner.py), check every method emits AR's tokens, and report
+speedups with paired bootstrap intervals, the entropy law per task, a markdown table, JSON and plots.
+
+Bad input never stops the other tasks: a missing, empty or unreadable task file and every skipped row
+are one line on stderr and an entry of the report's `errors`; the exit status is non-zero only when
+no task could run (or for a bad flag, before anything runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+from glance_jax.bench import report as rep
+from glance_jax.bench.runner import PAD_MULTIPLE, method_choices, parse_methods
+
+DEFAULT_METHODS = "ar,ngram,chain,glance"
+DEFAULT_BUDGETS = "15,31,47,63"
+
+
+def default_bench_inputs(model: str | None, head: str | None, task_files: list[str]
+                         ) -> tuple[str, str | None, list[str]]:
+  """(model, head, task files) with what the command line left out filled in: the embedded tiny
+  random checkpoint (head None = a random 2-layer head) and the synthetic val task file written
+  to a new temp dir. The one place that chooses the defaults (to be swapped for a trained testbed)."""
+  if not model:
+    model = _tiny_checkpoint()
+  if not task_files:
+    from glance_jax.data import export_task_file
+    workdir = tempfile.mkdtemp(prefix="glance_bench_")
+    path = os.path.join(workdir, "synthetic_val.jsonl")
+    export_task_file("synthetic", workdir, "val", path)
+    task_files = [path]
+  return model, head, list(task_files)
+
+
+@functools.cache
+def _tiny_checkpoint() -> str:
+  """Written once per process (it takes seconds): later runs in the same process reuse it."""
+  from glance_jax import demo
+  return str(demo.default_checkpoint())
+
+
+def _methods(text: str) -> str:
+  try:
+    parse_methods(text, [1])
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+  return text
+
+
+def _budgets(text: str) -> list[int]:
+  try:
+    out = [int(x) for x in text.split(",") if x.strip()]
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+  if not out or min(out) < 1:
+    raise argparse.ArgumentTypeError(f"budgets must be integers >= 1, got {text!r}")
+  return out
+
+
+def parser() -> argparse.ArgumentParser:
+  from glance_jax.decode.cli import DTYPES
+  p = argparse.ArgumentParser(prog="decode.py bench", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("task_files", nargs="*", metavar="TASKFILE",
+                 help="JSONL task file, one per task (default: the synthetic val task)")
+  p.add_argument("--model", help="HF Qwen3-VL checkpoint directory or hub id (default: embedded tiny model)")
+  p.add_argument("--head", help="DFlash-format head directory (default with no --model: a random head)")
+  p.add_argument("--methods", type=_methods, default=DEFAULT_METHODS,
+                 help=f"comma-separated, from {method_choices()}; glance runs at every --budgets "
+                      f"value; ar is always run (the base) (default {DEFAULT_METHODS})")
+  p.add_argument("--budgets", type=_budgets, default=_budgets(DEFAULT_BUDGETS),
+                 help=f"glance tree budgets N (default {DEFAULT_BUDGETS})")
+  p.add_argument("--max-new-tokens", type=int, default=64)
+  p.add_argument("--limit", type=int, default=None, help="first N prompts of each task")
+  p.add_argument("--repeats", type=int, default=3, help="timed runs per prompt and method")
+  p.add_argument("--seed", type=int, default=0, help="random head, sampling key and bootstrap seed")
+  p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+  p.add_argument("--pad-multiple", type=int, default=PAD_MULTIPLE,
+                 help="right-pad prompts to a multiple of this many tokens (fewer compiles; 1 = off)")
+  p.add_argument("--image-test", action="store_true",
+                 help="also run glance_jax.bench.image_swap.run_image_swap per task")
+  p.add_argument("--json", dest="json_out", help="write the report (README schema) here")
+  p.add_argument("--markdown", dest="markdown_out", help="write the markdown tables here")
+  p.add_argument("--plots", dest="plots_dir", help="write deciles / cap-vs-floor / speedup PNGs here")
+  return p
+
+
+def _say(line: str, progress=None) -> None:
+  if progress is not None:
+    progress.write(f"decode.py bench: {line}")
+  else:
+    print(f"decode.py bench: {line}", file=sys.stderr)
+
+
+def _check_args(args) -> None:
+  for flag, value, low in (("--max-new-tokens", args.max_new_tokens, 1), ("--repeats", args.repeats, 1),
+                           ("--pad-multiple", args.pad_multiple, 1)):
+    if value < low:
+      raise ValueError(f"{flag} must be >= {low}, got {value}")
+  if args.limit is not None and args.limit < 1:
+    raise ValueError(f"--limit must be >= 1, got {args.limit}")
+
+
+def _image_test(target, head, records, args, budget: int) -> tuple[dict | None, str | None]:
+  try:
+    from glance_jax.bench.image_swap import run_image_swap  # another module; may be absent
+  except ImportError as e:
+    return None, f"--image-test: glance_jax.bench.image_swap is not available ({e})"
+  try:
+    return run_image_swap(target, head, records, budget=budget, max_new_tokens=args.max_new_tokens,
+                          seed=args.seed), None
+  except Exception as e:  # the image test is extra: its failure must not lose the timings
+    return None, f"--image-test failed: {type(e).__name__}: {e}"
+
+
+def run(args) -> dict[str, Any]:
+  import jax
+
+  from glance_jax.bench import runner
+  from glance_jax.bench.progress import Progress
+  from glance_jax.bench.tasks import load_tasks, problem
+  from glance_jax.decode.cli import DTYPES
+  from glance_jax.decode.generate import Head
+  from glance_jax.qwen3_vl.inputs import Processor
+  from glance_jax.qwen3_vl.target import load_target
+
+  t_start = time.perf_counter()
+  _check_args(args)
+  wanted = parse_methods(args.methods, args.budgets)
+  if args.model and not args.head and any(m.method in ("chain", "glance") for m in wanted):
+    raise ValueError("--methods with chain / glance need --head with --model (or use --methods ar,ngram)")
+  model, head_path, files = default_bench_inputs(args.model, args.head, args.task_files)
+
+  target = load_target(model, dtype=DTYPES[args.dtype])
+  head = Head.load(head_path, target=target) if head_path else (
+      None if args.model else Head.random(target, seed=args.seed, num_layers=2))
+  block_size = head.config.block_size if head is not None else 16
+  methods = parse_methods(args.methods, args.budgets, depth=block_size - 1)
+  processor = Processor.from_pretrained(str(target.path))
+
+  tasks, errors = load_tasks(files, args.limit)
+  for e in errors:
+    _say(e["message"])
+  prompts, probs = runner.prepare_prompts(processor, tasks, args.pad_multiple)
+  for e in probs:
+    _say(e["message"])
+  errors += probs
+
+  kw = dict(max_new_tokens=args.max_new_tokens, seed=args.seed)
+  n_sig = runner.num_signatures(prompts)
+  total = len(methods) * (n_sig + args.repeats * sum(len(p) for p in prompts.values()))
+  progress = Progress(total, desc="compile") if total else None
+  t0 = time.perf_counter()
+  probs = runner.warm_up(target, head, prompts, methods, kw, progress)
+  compile_s = time.perf_counter() - t0
+  for e in probs:
+    _say(e["message"], progress)
+  errors += probs
+
+  runs_by_task, tasks_out, times_by_task = {}, {}, {}
+  for t in tasks:
+    ps = prompts[t.name]
+    if not ps:
+      e = problem(f"{t.file}: no prompt of task {t.name!r} could run", file=t.file, task=t.name, fatal=True)
+      _say(e["message"], progress)
+      errors.append(e)
+      continue
+    runs = runner.time_task(target, head, ps, methods, kw, repeats=args.repeats, progress=progress)
+    ids = [p.id for p in ps]
+    runs_by_task[t.name] = runs
+    times_by_task[t.name] = rep.scaled_times(runs)
+    tasks_out[t.name] = {"file": t.file, "n_prompts": len(ps), "prompt_ids": ids,
+                         "skipped_rows": t.skipped_rows,
+                         "methods": rep.task_stats(runs, methods, ids, seed=args.seed),
+                         "entropy_law": None, "image_test": None}
+  if progress is not None:
+    progress.close()
+
+  if args.image_test:
+    budget = max(args.budgets)
+    for t in tasks:
+      if t.name not in tasks_out:
+        continue
+      _say(f"image test on {t.name} ({len(t.records)} prompts, N = {budget})")
+      result, err = _image_test(target, head, t.records, args, budget)
+      tasks_out[t.name]["image_test"] = result
+      if err:
+        errors.append(problem(f"{t.file}: {err}", file=t.file, task=t.name))
+        _say(errors[-1]["message"])
+
+  law = rep.entropy_laws(runs_by_task, methods, L=block_size - 1)
+  for name, entry in law["by_method"].get(law["method"] or "", {}).items():
+    tasks_out[name]["entropy_law"] = entry
+  report = {
+      "schema": rep.SCHEMA_VERSION,
+      "config": {"model": str(model), "head": head_path, "task_files": [str(f) for f in files],
+                 "methods": [m.label for m in methods], "budgets": list(args.budgets),
+                 "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,
+                 "seed": args.seed, "dtype": args.dtype, "pad_multiple": args.pad_multiple,
+                 "block_size": block_size, "image_test": bool(args.image_test)},
+      "environment": {"jax": jax.__version__, "backend": jax.default_backend(),
+                      "device": str(jax.devices()[0].device_kind), "cpu_count": os.cpu_count(),
+                      "compiles": n_sig * len(methods), "compile_s": compile_s, "wall_s": 0.0},
+      "methods": [{"label": m.label, "method": m.method, "budget": m.budget} for m in methods],
+      "tasks": tasks_out,
+      "geomean": rep.geomean_speedups(times_by_task, methods, seed=args.seed),
+      "entropy_law": law,
+      "errors": errors,
+      "plots": [],
+  }
+  report = rep.json_safe(report)
+  if args.plots_dir and tasks_out:
+    report["plots"] = rep.write_plots(report, args.plots_dir)
+  report["environment"]["wall_s"] = time.perf_counter() - t_start
+  table = rep.markdown(report) if tasks_out else ""
+  print(table, end="")
+  if args.markdown_out and tasks_out:
+    with open(args.markdown_out, "w") as f:
+      f.write(table)
+  if args.json_out:
+    with open(args.json_out, "w") as f:
+      json.dump(report, f, indent=1, allow_nan=False)
+  if not tasks_out:
+    raise ValueError("no task could run (see the errors above)")
+  return report
+
+
+def main(argv=None) -> dict[str, Any]:
+  return run(parser().parse_args(argv))

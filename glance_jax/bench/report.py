@@ -1,0 +1,341 @@
+"""The `decode.py bench` report: per-task statistics, the entropy law, the JSON schema (SCHEMA and
+validate_report), the markdown tables and the plots.
+
+Definitions (per task and method, over its prompts; README "Benchmarking" has the full schema):
+  tau               mean tokens per round = mean(a + 1) over every round (a = accepted draft tokens)
+  tokens_per_round  emitted tokens / rounds (differs from tau: it counts the prefill's first token
+                    and the last round cut by max_new_tokens or a stop token)
+  ms_per_token      1e3 * sum over prompts of the prompt's mean time over repeats / emitted tokens
+  speedup           t_ar / t_method on per-prompt times, each method's time rescaled to AR's token
+                    count for that prompt (t * n_ar / n), so it equals AR ms/token / method ms/token
+                    when the method is lossless (same tokens); `lo`, `hi`: paired bootstrap 95%
+                    percentile interval over prompts (None with fewer than 2 prompts)
+  best other        the method other than this one with the lowest total time (best speedup)
+  share_a_ge_8      share of rounds whose accepted length a (draft tokens accepted, not counting the
+                    target's own token) is >= 8
+  lossless          every timed run of every prompt emitted AR's tokens (AR: its own first run)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from glance_jax.analysis import (
+    analyze, bootstrap_geomean_ratio, compare_methods, geometric_mean, paired_bootstrap_ratio)
+from glance_jax.bench.runner import Method, PromptRun
+
+SCHEMA_VERSION = "glance_jax.bench/1"
+A_LONG = 8          # share_a_ge_8 threshold on the accepted length a
+N_BOOT = 2000
+
+
+# --- statistics ------------------------------------------------------------------------------------
+
+def _ratio(base, method, *, n_boot=N_BOOT, alpha=0.05, seed=0):
+  """paired_bootstrap_ratio, or the point alone when there are fewer than 2 prompts."""
+  if len(base) >= 2:
+    return paired_bootstrap_ratio(base, method, n_boot=n_boot, alpha=alpha, seed=seed)
+  return float(np.sum(base) / np.sum(method)), None, None
+
+
+def scaled_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.ndarray]:
+  """label -> per-prompt mean time (s) rescaled to AR's token count for the prompt."""
+  n_ar = np.array([len(r.tokens) for r in runs["ar"]], np.float64)
+  out = {}
+  for label, rs in runs.items():
+    t = np.array([np.mean(r.times) for r in rs], np.float64)
+    n = np.array([max(len(r.tokens), 1) for r in rs], np.float64)
+    out[label] = t * n_ar / n
+  return out
+
+
+def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptRun]],
+                 ids: Sequence[str], times: Mapping[str, np.ndarray], seed: int) -> dict[str, Any]:
+  rs = runs[label]
+  a = np.concatenate([r.accepted for r in rs]).astype(np.int64)
+  h = np.concatenate([r.root_entropy for r in rs]).astype(np.float64)
+  new_tokens = int(sum(len(r.tokens) for r in rs))
+  total_s = float(sum(np.mean(r.times) for r in rs))
+  ref = runs["ar"]
+  ok = [r.stable and ref[i].stable and np.array_equal(r.tokens, ref[i].tokens) for i, r in enumerate(rs)]
+  cmp = compare_methods(times, label, "ar", seed=seed, ratio=_ratio) if len(times) > 1 else {
+      "vs_base": {"other": "ar", "speedup": 1.0, "lo": None, "hi": None}}
+  cmp.setdefault("vs_best_other", None)
+  return {
+      "method": method.method, "budget": method.budget, "n_prompts": len(rs),
+      "new_tokens": new_tokens, "rounds": int(a.size),
+      "tau": float(np.mean(a + 1)) if a.size else 1.0,
+      "tokens_per_round": new_tokens / a.size if a.size else None,
+      "ms_per_token": 1e3 * total_s / max(new_tokens, 1),
+      "speedup_vs_ar": cmp["vs_base"], "speedup_vs_best_other": cmp["vs_best_other"],
+      "share_a_ge_8": float(np.mean(a >= A_LONG)) if a.size else None,
+      "mean_root_entropy": float(np.mean(h)) if h.size else None,
+      "lossless": all(ok), "mismatches": int(len(ok) - sum(ok)),
+      "mismatch_ids": [i for i, good in zip(ids, ok) if not good],
+      "per_prompt": [{"id": pid, "new_tokens": int(len(r.tokens)), "rounds": int(len(r.accepted)),
+                      "tau": float(np.mean(r.accepted + 1)) if len(r.accepted) else 1.0,
+                      "times_s": [float(t) for t in r.times], "lossless": bool(good)}
+                     for pid, r, good in zip(ids, rs, ok)],
+  }
+
+
+def task_stats(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],
+               ids: Sequence[str], seed: int = 0) -> dict[str, dict[str, Any]]:
+  times = scaled_times(runs)
+  return {m.label: method_stats(m.label, m, runs, ids, times, seed) for m in methods}
+
+
+def geomean_speedups(times_by_task: Mapping[str, Mapping[str, np.ndarray]], methods: Sequence[Method],
+                     seed: int = 0) -> dict[str, dict[str, Any]]:
+  """Per method: geometric mean over tasks of the speedup over AR, with a bootstrap interval
+  (prompts resampled within each task; None when a task has fewer than 2 prompts)."""
+  out = {}
+  if not times_by_task:
+    return out
+  for m in methods:
+    pairs = {t: (tm["ar"], tm[m.label]) for t, tm in times_by_task.items()}
+    if all(len(b) >= 2 for b, _ in pairs.values()):
+      point, lo, hi = bootstrap_geomean_ratio(pairs, n_boot=N_BOOT, seed=seed)
+    else:
+      point, lo, hi = geometric_mean([np.sum(b) / np.sum(x) for b, x in pairs.values()]), None, None
+    out[m.label] = {"speedup": point, "lo": lo, "hi": hi, "n_tasks": len(pairs)}
+  return out
+
+
+def primary_method(methods: Sequence[Method]) -> str | None:
+  """The entropy law's method: glance at the largest budget, else chain, else None."""
+  glance = [m for m in methods if m.method == "glance"]
+  if glance:
+    return max(glance, key=lambda m: m.budget).label
+  return next((m.label for m in methods if m.method == "chain"), None)
+
+
+def entropy_laws(runs_by_task: Mapping[str, Mapping[str, Sequence[PromptRun]]],
+                 methods: Sequence[Method], L: int, n_bins: int = 10) -> dict[str, Any]:
+  """analysis.analyze per drafting method (not ar: a = 0 always) over each task's pooled rounds.
+  A task with no rounds is left out; a task whose MLE does not exist keeps its deciles with
+  "fit": None and the reason in "error" (analyze's contract)."""
+  by_method = {}
+  for m in methods:
+    if m.method == "ar":
+      continue
+    recs = {}
+    for task, runs in runs_by_task.items():
+      rs = runs[m.label]
+      a = np.concatenate([r.accepted for r in rs]).astype(np.int64)
+      if a.size:
+        recs[task] = (np.concatenate([r.root_entropy for r in rs]).astype(np.float64), np.minimum(a, L))
+    by_method[m.label] = analyze(recs, L, n_bins)["tasks"] if recs else {}
+  return {"method": primary_method(methods), "L": int(L), "n_bins": int(n_bins), "by_method": by_method}
+
+
+def json_safe(v: Any) -> Any:
+  """numpy -> Python, non-finite floats -> None (strict JSON)."""
+  if isinstance(v, Mapping):
+    return {str(k): json_safe(x) for k, x in v.items()}
+  if isinstance(v, (list, tuple, np.ndarray)):
+    return [json_safe(x) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+  if isinstance(v, (bool, np.bool_)):
+    return bool(v)
+  if isinstance(v, np.integer):
+    return int(v)
+  if isinstance(v, (float, np.floating)):
+    return float(v) if math.isfinite(v) else None
+  return v
+
+
+# --- schema ----------------------------------------------------------------------------------------
+
+class Opt:
+  """`spec` or null."""
+
+  def __init__(self, spec: Any):
+    self.spec = spec
+
+
+class Num:
+  """int or float, not bool."""
+
+
+NUM, OPT_NUM, OPT_STR, OPT_INT = Num, Opt(Num), Opt(str), Opt(int)
+SPEEDUP = {"other": str, "speedup": NUM, "lo": OPT_NUM, "hi": OPT_NUM}
+PER_PROMPT = {"id": str, "new_tokens": int, "rounds": int, "tau": NUM, "times_s": [NUM], "lossless": bool}
+METHOD_STATS = {
+    "method": str, "budget": int, "n_prompts": int, "new_tokens": int, "rounds": int, "tau": NUM,
+    "tokens_per_round": OPT_NUM, "ms_per_token": NUM, "speedup_vs_ar": SPEEDUP,
+    "speedup_vs_best_other": Opt(SPEEDUP), "share_a_ge_8": OPT_NUM, "mean_root_entropy": OPT_NUM,
+    "lossless": bool, "mismatches": int, "mismatch_ids": [str], "per_prompt": [PER_PROMPT],
+}
+# One task's entropy-law entry: analysis.entropy_law.analyze()["tasks"][task] (see its docstring).
+ENTROPY_TASK = {
+    "n": int, "mean_a": NUM, "mean_H": NUM,
+    "deciles": {"centres": [NUM], "mean_a": [NUM], "sem_a": [NUM], "counts": [int], "h_lo": [NUM],
+                "h_hi": [NUM]},
+    "isotonic": {"fitted": [NUM], "r2": OPT_NUM},
+    "fit": Opt({"b0": NUM, "b1": NUM, "se_b0": OPT_NUM, "se_b1": OPT_NUM, "loglik": NUM, "n": int,
+                "L": int, "cov_b0_b1": OPT_NUM}),
+    "model": Opt({"bin_mean": [NUM], "r2": OPT_NUM}),
+    "copy_regime": Opt({k: OPT_NUM for k in (
+        "p0", "cap_exp_b0", "se_cap_exp_b0", "cap_L", "floor_mean", "floor_h", "floor_sem",
+        "model_at_floor", "floor_over_cap", "floor_over_cap_L", "floor_resid_z")}),
+    "error": OPT_STR,
+}
+TASK = {
+    "file": str, "n_prompts": int, "prompt_ids": [str], "skipped_rows": int,
+    "methods": {"*": METHOD_STATS}, "entropy_law": Opt(ENTROPY_TASK), "image_test": Opt(dict),
+}
+ERROR = {"file": OPT_STR, "line": OPT_INT, "id": OPT_STR, "task": OPT_STR, "message": str, "fatal": bool}
+SCHEMA = {
+    "schema": str,
+    "config": {"model": str, "head": OPT_STR, "task_files": [str], "methods": [str], "budgets": [int],
+               "max_new_tokens": int, "repeats": int, "limit": OPT_INT, "seed": int, "dtype": str,
+               "pad_multiple": int, "block_size": int, "image_test": bool},
+    "environment": {"jax": str, "backend": str, "device": str, "cpu_count": OPT_INT, "compiles": int,
+                    "compile_s": NUM, "wall_s": NUM},
+    "methods": [{"label": str, "method": str, "budget": int}],
+    "tasks": {"*": TASK},
+    "geomean": {"*": {"speedup": NUM, "lo": OPT_NUM, "hi": OPT_NUM, "n_tasks": int}},
+    "entropy_law": {"method": OPT_STR, "L": int, "n_bins": int, "by_method": {"*": {"*": ENTROPY_TASK}}},
+    "errors": [ERROR],
+    "plots": [str],
+}
+
+
+def _check(value: Any, spec: Any, path: str, out: list[str]) -> None:
+  if isinstance(spec, Opt):
+    if value is not None:
+      _check(value, spec.spec, path, out)
+  elif spec is Num:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+      out.append(f"{path}: expected a number, got {type(value).__name__}")
+  elif isinstance(spec, list):
+    if not isinstance(value, list):
+      out.append(f"{path}: expected a list, got {type(value).__name__}")
+      return
+    for i, v in enumerate(value):
+      _check(v, spec[0], f"{path}[{i}]", out)
+  elif isinstance(spec, dict):
+    if not isinstance(value, dict):
+      out.append(f"{path}: expected an object, got {type(value).__name__}")
+    elif set(spec) == {"*"}:
+      for k, v in value.items():
+        _check(v, spec["*"], f"{path}.{k}", out)
+    else:
+      for k in spec:
+        if k not in value:
+          out.append(f"{path}: missing key {k!r}")
+        else:
+          _check(value[k], spec[k], f"{path}.{k}", out)
+  elif spec is int:
+    if isinstance(value, bool) or not isinstance(value, int):
+      out.append(f"{path}: expected an integer, got {type(value).__name__}")
+  elif not isinstance(value, spec):
+    out.append(f"{path}: expected {spec.__name__}, got {type(value).__name__}")
+
+
+def validate_report(report: Any) -> list[str]:
+  """Problems of `report` against SCHEMA plus the cross-checks a table relies on (every task holds
+  every method label, ar among them); [] when valid. Extra keys are allowed (later versions)."""
+  out: list[str] = []
+  _check(report, SCHEMA, "report", out)
+  if out:
+    return out
+  labels = [m["label"] for m in report["methods"]]
+  if report["config"]["methods"] != labels:
+    out.append("report.config.methods: differs from report.methods labels")
+  if "ar" not in labels:
+    out.append("report.methods: no 'ar' (the speedup base)")
+  if report["schema"] != SCHEMA_VERSION:
+    out.append(f"report.schema: expected {SCHEMA_VERSION!r}, got {report['schema']!r}")
+  for name, t in report["tasks"].items():
+    if sorted(t["methods"]) != sorted(labels):
+      out.append(f"report.tasks.{name}.methods: labels {sorted(t['methods'])} != {sorted(labels)}")
+    for label, s in t["methods"].items():
+      if len(s["per_prompt"]) != t["n_prompts"]:
+        out.append(f"report.tasks.{name}.methods.{label}.per_prompt: {len(s['per_prompt'])} entries "
+                   f"for {t['n_prompts']} prompts")
+  for label in report["geomean"]:
+    if label not in labels:
+      out.append(f"report.geomean.{label}: not a method label")
+  return out
+
+
+# --- markdown --------------------------------------------------------------------------------------
+
+def _f(v: Any, digits: int = 2) -> str:
+  return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _ci(s: Mapping[str, Any] | None, with_other: bool = False) -> str:
+  if s is None:
+    return "-"
+  text = f"{s['speedup']:.2f}"
+  if s.get("lo") is not None:
+    text += f" [{s['lo']:.2f}, {s['hi']:.2f}]"
+  return f"{text} vs {s['other']}" if with_other else text
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+  """One row per task and method, then one per method for the geometric mean over tasks, then the
+  entropy law per task (the primary method's)."""
+  head = ("| task | method | N | prompts | tau | tokens/round | ms/token | speedup vs AR [95% CI] "
+          "| vs best other [95% CI] | a>=8 share | mean H | lossless |")
+  lines = [head, "|" + "---|" * 12]
+  for name, t in report["tasks"].items():
+    for label, s in t["methods"].items():
+      lossless = "yes" if s["lossless"] else f"NO ({s['mismatches']})"
+      lines.append(f"| {name} | {label} | {s['budget'] if s['method'] != 'ar' else '-'} | "
+                   f"{s['n_prompts']} | {s['tau']:.2f} | {_f(s['tokens_per_round'])} | "
+                   f"{s['ms_per_token']:.3f} | {_ci(s['speedup_vs_ar'])} | "
+                   f"{_ci(s['speedup_vs_best_other'], True)} | {_f(s['share_a_ge_8'], 3)} | "
+                   f"{_f(s['mean_root_entropy'])} | {lossless} |")
+  for label, g in report["geomean"].items():
+    lines.append(f"| geomean ({g['n_tasks']} tasks) | {label} | | | | | | "
+                 f"{_ci({**g, 'other': 'ar'})} | | | | |")
+  law = report["entropy_law"]
+  primary = law["method"]
+  if primary and law["by_method"].get(primary):
+    lines += ["", f"Entropy law ({primary}, L = {law['L']}; logit p = b0 - b1 H):", "",
+              "| task | rounds | mean a | b0 (se) | b1 (se) | isotonic R^2 | law R^2 | e^b0 | "
+              "lowest-decile mean a | floor / e^b0 |", "|" + "---|" * 10]
+    for name, e in law["by_method"][primary].items():
+      fit, cr = e["fit"], e["copy_regime"]
+      if fit is None:
+        lines.append(f"| {name} | {e['n']} | {e['mean_a']:.2f} | no fit: {e['error']} | | "
+                     f"{_f(e['isotonic']['r2'])} | | | {_f(e['deciles']['mean_a'][0])} | |")
+        continue
+      lines.append(f"| {name} | {e['n']} | {e['mean_a']:.2f} | {_f(fit['b0'])} ({_f(fit['se_b0'])}) | "
+                   f"{_f(fit['b1'])} ({_f(fit['se_b1'])}) | {_f(e['isotonic']['r2'])} | "
+                   f"{_f(e['model']['r2'])} | {_f(cr['cap_exp_b0'])} | {_f(cr['floor_mean'])} | "
+                   f"{_f(cr['floor_over_cap'])} |")
+  return "\n".join(lines) + "\n"
+
+
+# --- plots -----------------------------------------------------------------------------------------
+
+def write_plots(report: Mapping[str, Any], out_dir: str) -> list[str]:
+  """deciles.png and cap_vs_floor.png (primary method's entropy law, when it has records / a fit)
+  and speedup_vs_budget.png (glance-N per task and the geometric mean). Returns the paths."""
+  import os
+
+  from glance_jax.analysis import plot_cap_vs_floor, plot_deciles, plot_speedup_vs_budget
+  paths = []
+  law = report["entropy_law"]
+  tasks = law["by_method"].get(law["method"] or "", {})
+  if tasks:
+    analysis = {"L": law["L"], "tasks": tasks}
+    paths.append(plot_deciles(analysis, os.path.join(out_dir, "deciles.png")))
+    if any(t["copy_regime"] for t in tasks.values()):
+      paths.append(plot_cap_vs_floor(analysis, os.path.join(out_dir, "cap_vs_floor.png")))
+  budget = {m["label"]: m["budget"] for m in report["methods"] if m["method"] == "glance"}
+  rows = [{"task": name, "N": budget[label], **t["methods"][label]["speedup_vs_ar"]}
+          for name, t in report["tasks"].items() for label in budget]
+  rows += [{"task": "geomean", "N": budget[label], **report["geomean"][label]}
+           for label in budget if label in report["geomean"]]
+  if rows:
+    rows = [{k: (v if v is not None else r["speedup"]) for k, v in r.items()} for r in rows]
+    paths.append(plot_speedup_vs_budget(rows, os.path.join(out_dir, "speedup_vs_budget.png")))
+  return [str(p) for p in paths]

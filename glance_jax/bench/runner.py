@@ -1,0 +1,200 @@
+"""Timing for `decode.py bench`: every method compiled first, then prompts timed in interleaved order.
+
+Compilation. generate() traces one loop per (method, budget, max_new_tokens) and input shapes, and a
+new prompt length or image grid retraces. So (1) each prompt's token rows are right-padded (masked,
+never attended; positions 0) to a multiple of `pad_multiple` tokens, which folds prompts of nearby
+lengths onto one shape, and (2) before any timing, one warm-up generate() runs per method for every
+distinct input shape (padded length, pixel rows, image grids) over all tasks. No compile then
+happens inside a timed call.
+
+Timing. For each prompt, for each repeat, every method runs once, in an order rotated by one per
+(prompt, repeat), so slow phases of a shared machine hit all methods alike. Batch 1. The time is
+time.perf_counter() around generate(), which returns host numpy arrays, so it covers prefill, the
+whole decode loop and the copies back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from glance_jax.bench.tasks import BenchTask, problem
+from glance_jax.decode.loop import METHODS
+
+PAD_MULTIPLE = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """A benchmarked configuration: `glance-63` is method glance at budget N = 63."""
+  label: str
+  method: str
+  budget: int
+
+
+def method_choices() -> str:
+  return ", ".join([*METHODS, "glance-N"])
+
+
+def parse_methods(text: str, budgets: Sequence[int], depth: int = 15) -> list[Method]:
+  """"ar,ngram,chain,glance" -> Methods; `glance` expands to glance-N per budget, `glance-N` names
+  one budget. ar (the speedup base) is always first. chain and ngram are depth-capped chains: budget
+  = depth (L = block_size - 1). Raises ValueError naming the unknown method and the valid choices."""
+  out: list[Method] = [Method("ar", "ar", 1)]
+  for name in (s.strip() for s in text.split(",")):
+    if not name:
+      continue
+    if name == "glance":
+      new = [Method(f"glance-{n}", "glance", int(n)) for n in budgets]
+    elif (m := re.fullmatch(r"glance-(\d+)", name)) and int(m[1]) >= 1:
+      new = [Method(name, "glance", int(m[1]))]
+    elif name in ("chain", "ngram"):
+      new = [Method(name, name, depth)]
+    elif name == "ar":
+      new = []
+    else:
+      raise ValueError(f"unknown method {name!r}; valid: {method_choices()}")
+    out += [m for m in new if m not in out]
+  return out
+
+
+def pad_inputs(inputs: Any, multiple: int, pad_id: int) -> Any:
+  """Right-pads the token rows (ids with pad_id, mask False, positions 0) to a multiple of
+  `multiple` tokens; the decode loop reads each row's real length from the mask."""
+  s = inputs.input_ids.shape[1]
+  width = -(-s // multiple) * multiple - s if multiple > 1 else 0
+  if width == 0:
+    return inputs
+  return dataclasses.replace(
+      inputs, input_ids=np.pad(inputs.input_ids, ((0, 0), (0, width)), constant_values=pad_id),
+      attention_mask=np.pad(inputs.attention_mask, ((0, 0), (0, width))),
+      positions=np.pad(inputs.positions, ((0, 0), (0, 0), (0, width))))
+
+
+def signature(inputs: Any) -> tuple:
+  """What generate() traces on: padded length, pixel rows, image grids."""
+  pv, grid = getattr(inputs, "pixel_values", None), getattr(inputs, "image_grid_thw", None)
+  return (tuple(inputs.input_ids.shape), None if pv is None else tuple(pv.shape),
+          None if grid is None else tuple(map(tuple, np.asarray(grid).tolist())))
+
+
+@dataclasses.dataclass
+class Prompt:
+  task: str
+  file: str
+  id: str
+  inputs: Any
+  signature: tuple
+
+
+@dataclasses.dataclass
+class PromptRun:
+  """One (prompt, method) over the repeats. Records and tokens from the first timed run; `stable`:
+  every later repeat emitted the same tokens."""
+  times: list[float]
+  tokens: np.ndarray        # int [new tokens], stop token included
+  accepted: np.ndarray      # int [rounds]: accepted draft tokens a per round
+  root_entropy: np.ndarray  # float [rounds]: target entropy at each round's root (nats)
+  stable: bool = True
+
+
+def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = PAD_MULTIPLE
+                    ) -> tuple[dict[str, list[Prompt]], list[dict[str, Any]]]:
+  """Chat-rendered, image-processed, padded inputs per task; a prompt that fails is a problem."""
+  from glance_jax.qwen3_vl.inputs import prepare_inputs
+  out: dict[str, list[Prompt]] = {}
+  problems = []
+  for t in tasks:
+    prompts = []
+    for r in t.records:
+      try:
+        inputs = pad_inputs(prepare_inputs(processor, r.prompt, list(r.images) or None), pad_multiple,
+                            processor.pad_token_id)
+      except Exception as e:  # PIL / tokenizer / placeholder errors: skip the prompt, keep the task
+        problems.append(problem(f"{t.file}: id {r.id!r}: cannot prepare inputs "
+                                f"({type(e).__name__}: {e}); prompt skipped",
+                                file=t.file, id=r.id, task=t.name))
+        continue
+      prompts.append(Prompt(t.name, t.file, r.id, inputs, signature(inputs)))
+    out[t.name] = prompts
+  return out, problems
+
+
+def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
+  from glance_jax.decode.generate import generate
+  return generate(target, prompt.inputs, head=head if m.method in ("chain", "glance") else None,
+                  method=m.method, budget=m.budget, **kw)
+
+
+def warm_up(target, head, prompts: dict[str, list[Prompt]], methods: list[Method], kw: dict[str, Any],
+            progress=None) -> list[dict[str, Any]]:
+  """One generate() per method and distinct input shape (compiles everything before timing).
+  A shape whose warm-up fails drops its prompts (in place) with one problem per prompt."""
+  first: dict[tuple, Prompt] = {}
+  for ps in prompts.values():
+    for p in ps:
+      first.setdefault(p.signature, p)
+  bad: dict[tuple, str] = {}
+  for sig, p in first.items():
+    for m in methods:
+      if progress is not None:
+        progress.describe(f"compile {m.label}")
+      try:
+        _generate(target, head, p, m, kw)
+      except Exception as e:  # a shape the target rejects (too long, bad grid): skip its prompts
+        bad.setdefault(sig, f"{m.label}: {type(e).__name__}: {e}")
+      if progress is not None:
+        progress.update()
+  problems = []
+  for name, ps in prompts.items():
+    keep = []
+    for p in ps:
+      if p.signature in bad:
+        problems.append(problem(f"{p.file}: id {p.id!r}: generate failed ({bad[p.signature]}); "
+                                "prompt skipped", file=p.file, id=p.id, task=name))
+      else:
+        keep.append(p)
+    ps[:] = keep
+  return problems
+
+
+def num_signatures(prompts: dict[str, list[Prompt]]) -> int:
+  return len({p.signature for ps in prompts.values() for p in ps})
+
+
+def rotation(methods: Sequence[Method], k: int) -> list[Method]:
+  k %= len(methods)
+  return list(methods[k:]) + list(methods[:k])
+
+
+def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: dict[str, Any], *,
+              repeats: int = 1, progress=None) -> dict[str, list[PromptRun]]:
+  """label -> one PromptRun per prompt (same order as `prompts`), timed interleaved (module doc)."""
+  import time
+
+  runs: dict[str, list[PromptRun]] = {m.label: [] for m in methods}
+  for i, p in enumerate(prompts):
+    if progress is not None:
+      progress.describe(f"{p.task} {i + 1}/{len(prompts)}")
+    cur: dict[str, PromptRun] = {}
+    for r in range(repeats):
+      for m in rotation(methods, i * repeats + r):
+        t0 = time.perf_counter()
+        res = _generate(target, head, p, m, kw)
+        dt = time.perf_counter() - t0
+        tokens = np.asarray(res.tokens[0])
+        if m.label not in cur:
+          cur[m.label] = PromptRun([dt], tokens, np.asarray(res.accepted[0]),
+                                   np.asarray(res.root_entropy[0]))
+        else:
+          run = cur[m.label]
+          run.times.append(dt)
+          run.stable &= bool(np.array_equal(tokens, run.tokens))
+        if progress is not None:
+          progress.update()
+    for m in methods:
+      runs[m.label].append(cur[m.label])
+  return runs

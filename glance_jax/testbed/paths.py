@@ -1,0 +1,22 @@
+"""Where the shipped testbed lives: testbed/ at the repository root (target/, head/, tasks/)."""
+
+from __future__ import annotations
+
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "testbed"
+TARGET = SHIPPED / "target"
+HEAD = SHIPPED / "head"
+TASKS = SHIPPED / "tasks"
+
+
+def available() -> bool:
+  """True when the shipped target, head and held-out task files are all present."""
+  return (TARGET / "config.json").is_file() and (HEAD / "config.json").is_file() and TASKS.is_dir()
+
+
+def task_files() -> list[pathlib.Path]:
+  """The shipped held-out task files, one per task, grounded first."""
+  from glance_jax.testbed.suite import TASKS as NAMES
+  return [TASKS / f"{t}_heldout.jsonl" for t in NAMES]

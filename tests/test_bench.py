@@ -1,0 +1,229 @@
+"""decode.py bench: one reduced run end to end on the embedded tiny default (2 good task files, one
+with a row whose image is missing, an empty file and a missing file), checked against the report
+schema, for losslessness and for the markdown table; bad input is a clear error that leaves the
+other tasks running; the statistics detect what they claim to (mismatches, rotation, padding)."""
+
+import contextlib
+import copy
+import io
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from glance_jax.bench import cli as bench_cli
+from glance_jax.bench import report as rep
+from glance_jax.bench import runner
+from glance_jax.bench.report import validate_report
+from glance_jax.data import PromptRecord, read_synthetic, write_task_file
+from glance_jax.decode import cli
+
+METHODS = ["ar", "ngram", "chain", "glance-15", "glance-63"]
+MAX_NEW = 12
+REPEATS = 2
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+  root = tmp_path_factory.mktemp("bench")
+  recs = list(read_synthetic(root, "val"))                         # 2 prompts with images
+  a = root / "a.jsonl"
+  write_task_file(recs, a)
+  b = root / "b.jsonl"
+  other = [PromptRecord(id=f"b{i}", task="other", split="val", prompt=r.prompt + " Be brief.",
+                        images=r.images) for i, r in enumerate(recs)]
+  missing = PromptRecord(id="b-gone", task="other", split="val", prompt="What is this?",
+                         images=(str(root / "gone.png"),))
+  write_task_file([other[0], other[1], missing], b)               # line 3: image file absent
+  empty = root / "empty.jsonl"
+  empty.write_text("")
+  return {"root": root, "a": str(a), "b": str(b), "empty": str(empty),
+          "nope": str(root / "nope.jsonl")}
+
+
+@pytest.fixture(scope="module")
+def bench(files):
+  """The one full run every test below reads (compiles each method once, about 30 s on 2 cores)."""
+  calls = []
+
+  def fake_image_swap(target, head, records, *, budget, max_new_tokens, seed):
+    calls.append(dict(n=len(records), budget=budget, max_new_tokens=max_new_tokens, seed=seed,
+                      head=head is not None, target=target is not None))
+    return {"records": len(records), "budget": budget}
+
+  out = files["root"] / "out"
+  argv = ["bench", files["a"], files["b"], files["empty"], files["nope"],
+          "--methods", "ar,ngram,chain,glance", "--budgets", "15,63", "--max-new-tokens", str(MAX_NEW),
+          "--repeats", str(REPEATS), "--seed", "3", "--image-test",
+          "--json", str(out / "r.json"), "--markdown", str(out / "r.md"), "--plots", str(out / "plots")]
+  out.mkdir()
+  with pytest.MonkeyPatch.context() as mp:
+    # The real image_swap module is written elsewhere; here only the call contract is under test.
+    mp.setitem(sys.modules, "glance_jax.bench.image_swap",
+               types.SimpleNamespace(run_image_swap=fake_image_swap))
+    so, se = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+      report = cli.main(argv)
+  return dict(report=report, stdout=so.getvalue(), stderr=se.getvalue(), out=out, calls=calls,
+              files=files)
+
+
+def test_report_matches_schema(bench):
+  on_disk = json.loads((bench["out"] / "r.json").read_text())
+  assert validate_report(on_disk) == []
+  assert on_disk["config"]["methods"] == METHODS
+  assert set(on_disk["tasks"]) == {"synthetic", "other"}
+  # the validator can fail: a missing key, a wrong type, a task missing a method
+  bad = copy.deepcopy(on_disk)
+  del bad["tasks"]["other"]["methods"]["ngram"]["tau"]
+  bad["geomean"]["ar"]["speedup"] = "fast"
+  problems = validate_report(bad)
+  assert any("ngram: missing key 'tau'" in p for p in problems), problems
+  assert any("geomean.ar.speedup: expected a number" in p for p in problems), problems
+  bad = copy.deepcopy(on_disk)
+  del bad["tasks"]["synthetic"]["methods"]["chain"]
+  assert any("synthetic.methods: labels" in p for p in validate_report(bad))
+
+
+def test_every_method_is_lossless_and_timed(bench):
+  for name, t in bench["report"]["tasks"].items():
+    assert t["n_prompts"] == 2
+    ar = t["methods"]["ar"]
+    assert ar["tau"] == 1.0 and ar["speedup_vs_ar"]["speedup"] == pytest.approx(1.0)
+    for label in METHODS:
+      s = t["methods"][label]
+      assert s["lossless"] and s["mismatches"] == 0, (name, label, s["mismatch_ids"])
+      assert [p["new_tokens"] for p in s["per_prompt"]] == [p["new_tokens"] for p in ar["per_prompt"]]
+      assert all(len(p["times_s"]) == REPEATS and min(p["times_s"]) > 0 for p in s["per_prompt"])
+      assert s["rounds"] == sum(p["rounds"] for p in s["per_prompt"]) >= 1
+      assert 1.0 <= s["tau"] <= 16.0
+      # lossless, so the speedup is exactly the ratio of ms/token
+      assert s["speedup_vs_ar"]["speedup"] == pytest.approx(ar["ms_per_token"] / s["ms_per_token"])
+      lo, hi = s["speedup_vs_ar"]["lo"], s["speedup_vs_ar"]["hi"]
+      assert lo <= hi
+      best = s["speedup_vs_best_other"]
+      others = {k: v["speedup_vs_ar"]["speedup"] for k, v in t["methods"].items() if k != label}
+      assert best["other"] == max(others, key=others.get)
+  geo = bench["report"]["geomean"]
+  for label in METHODS:
+    per_task = [t["methods"][label]["speedup_vs_ar"]["speedup"] for t in bench["report"]["tasks"].values()]
+    assert geo[label]["speedup"] == pytest.approx(float(np.exp(np.mean(np.log(per_task)))))
+    assert geo[label]["n_tasks"] == 2
+
+
+def test_markdown_has_a_row_per_task_and_method(bench):
+  table = (bench["out"] / "r.md").read_text()
+  assert table in bench["stdout"]
+  for name in ("synthetic", "other"):
+    for label in METHODS:
+      assert sum(line.startswith(f"| {name} | {label} |") for line in table.splitlines()) == 1
+  for label in METHODS:
+    assert f"| geomean (2 tasks) | {label} |" in table
+
+
+def test_entropy_law_plots_progress_and_image_test(bench):
+  r = bench["report"]
+  law = r["entropy_law"]
+  assert law["method"] == "glance-63" and law["L"] == 15
+  assert set(law["by_method"]) == set(METHODS) - {"ar"}
+  for name, t in r["tasks"].items():
+    e = t["entropy_law"]
+    assert e == law["by_method"]["glance-63"][name]
+    assert e["n"] == t["methods"]["glance-63"]["rounds"]
+    assert sum(e["deciles"]["counts"]) == e["n"]
+    assert (e["fit"] is None) == (e["error"] is not None)
+  for p in r["plots"]:
+    with open(p, "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  assert any(p.endswith("deciles.png") for p in r["plots"])
+  assert any(p.endswith("speedup_vs_budget.png") for p in r["plots"])
+  assert "compile" in bench["stderr"]   # the progress line
+  assert r["tasks"]["synthetic"]["image_test"] == {"records": 2, "budget": 63}
+  assert bench["calls"][0] == dict(n=2, budget=63, max_new_tokens=MAX_NEW, seed=3, head=True, target=True)
+
+
+def test_bad_rows_and_files_are_reported_and_the_rest_runs(bench):
+  f, r = bench["files"], bench["report"]
+  errs = r["errors"]
+  row = [e for e in errs if e["id"] == "b-gone"]
+  assert len(row) == 1 and row[0]["file"] == f["b"] and row[0]["line"] == 3 and not row[0]["fatal"]
+  assert f"{f['b']}:3: id 'b-gone'" in row[0]["message"] and "gone.png" in row[0]["message"]
+  assert r["tasks"]["other"]["skipped_rows"] == 1 and r["tasks"]["other"]["prompt_ids"] == ["b0", "b1"]
+  empty = [e for e in errs if e["file"] == f["empty"]]
+  assert len(empty) == 1 and empty[0]["fatal"] and "no usable prompts" in empty[0]["message"]
+  nope = [e for e in errs if e["file"] == f["nope"]]
+  assert len(nope) == 1 and nope[0]["fatal"] and "not found" in nope[0]["message"]
+  for e in (row[0], empty[0], nope[0]):
+    assert e["message"] in bench["stderr"]
+    assert "\n" not in e["message"]
+
+
+def test_unknown_method_is_an_argparse_error(monkeypatch, capsys):
+  monkeypatch.setattr(sys, "argv", ["decode.py", "bench", "--methods", "ar,glance,medusa"])
+  with pytest.raises(SystemExit) as e:
+    cli.cli_main()
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()[-1]
+  assert "'medusa'" in err and "ar, ngram, chain, glance, glance-N" in err, err
+
+
+def test_no_runnable_task_exits_nonzero(files, monkeypatch, capsys):
+  monkeypatch.setattr(sys, "argv", ["decode.py", "bench", files["empty"], files["nope"], "--methods", "ar"])
+  with pytest.raises(SystemExit) as e:
+    cli.cli_main()
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err[-1].startswith("decode.py: error: no task could run"), err
+  assert any(files["nope"] in line and "not found" in line for line in err)
+  assert any(files["empty"] in line and "no usable prompts" in line for line in err)
+
+
+def test_defaults_run_the_synthetic_task(bench, capsys):
+  """No task file: default_bench_inputs writes the synthetic val task (shapes compiled above)."""
+  report = bench_cli.main(["--methods", "ar", "--max-new-tokens", str(MAX_NEW), "--repeats", "1"])
+  assert validate_report(report) == []
+  assert list(report["tasks"]) == ["synthetic"] and report["tasks"]["synthetic"]["n_prompts"] == 2
+  assert report["config"]["task_files"][0].endswith("synthetic_val.jsonl")
+
+
+def test_padding_keeps_the_tokens(bench):
+  """Prompts are right-padded to a multiple of 32 tokens for fewer compiles; AR must not notice."""
+  from glance_jax.bench.tasks import load_tasks
+  from glance_jax.decode.generate import generate
+  from glance_jax.qwen3_vl.inputs import Processor
+  from glance_jax.qwen3_vl.target import load_target
+  target = load_target(bench["report"]["config"]["model"])
+  proc = Processor.from_pretrained(str(target.path))
+  tasks, _ = load_tasks([bench["files"]["a"]], limit=1)
+  (padded,), (plain,) = (runner.prepare_prompts(proc, tasks, k)[0]["synthetic"] for k in (32, 1))
+  assert padded.inputs.input_ids.shape[1] % 32 == 0
+  assert padded.inputs.input_ids.shape[1] > plain.inputs.input_ids.shape[1]
+  out = [generate(target, p.inputs, method="ar", max_new_tokens=MAX_NEW).tokens[0] for p in (padded, plain)]
+  np.testing.assert_array_equal(out[0], out[1])
+
+
+def test_mismatch_and_rotation_are_detected():
+  """The lossless flag and the interleaving order, on hand-made runs."""
+  ms = [runner.Method("ar", "ar", 1), runner.Method("glance-15", "glance", 15)]
+  tok = np.array([5, 6, 7])
+  runs = {"ar": [runner.PromptRun([1.0], tok, np.zeros(3, int), np.ones(3)),
+                 runner.PromptRun([1.0], tok, np.zeros(3, int), np.ones(3))],
+          "glance-15": [runner.PromptRun([0.5], tok, np.array([2]), np.ones(1)),
+                        runner.PromptRun([0.5], np.array([5, 6, 8]), np.array([8]), np.ones(1))]}
+  s = rep.task_stats(runs, ms, ["p0", "p1"])
+  g = s["glance-15"]
+  assert not g["lossless"] and g["mismatches"] == 1 and g["mismatch_ids"] == ["p1"]
+  assert g["tau"] == pytest.approx(6.0) and g["share_a_ge_8"] == pytest.approx(0.5)
+  assert g["speedup_vs_ar"]["speedup"] == pytest.approx(2.0)
+  assert s["ar"]["lossless"]
+  runs["ar"][1].stable = False   # AR itself not repeatable: nothing can be called lossless there
+  assert not rep.task_stats(runs, ms, ["p0", "p1"])["ar"]["lossless"]
+  m3 = [runner.Method(x, "ar", 1) for x in "abc"]
+  orders = [[m.label for m in runner.rotation(m3, k)] for k in range(3)]
+  assert orders == [list("abc"), list("bca"), list("cab")]
+  with pytest.raises(ValueError, match="unknown method 'fast'.*glance-N"):
+    runner.parse_methods("ar,fast", [15])
+  assert [m.label for m in runner.parse_methods("glance,chain,glance-31", [15, 63])] == [
+      "ar", "glance-15", "glance-63", "chain", "glance-31"]
