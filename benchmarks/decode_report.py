@@ -149,18 +149,23 @@ def fixture_batch(cfg, seed, rows, with_images, max_len=28):
   return b
 
 
-def long_prompt(cfg: Qwen3VLConfig, length: int, seed: int = 0, image: bool = True):
-  """One row of `length` tokens: random text around one 64x96 image (6 merged tokens), or text only."""
+def long_prompt(cfg: Qwen3VLConfig, length: int, seed: int = 0, image: bool = True,
+                image_size: tuple[int, int] = (64, 96)):
+  """One row of `length` tokens: random text around one image (height, width; 64x96 = 6 merged
+  tokens, 448x448 = 196), or text only."""
   rng = np.random.default_rng(seed)
-  n_img = 6 if image else 0
+  pv = grid = None
+  n_img = 0
+  if image:
+    pv, grid = ImageProcessor(min_pixels=32 * 32)(oracle.random_images(seed, [tuple(image_size)]))
+    n_img = int(np.prod(grid[0])) // cfg.vision.spatial_merge_size**2
+  if image and length < n_img + 3:
+    raise ValueError(f"a {length}-token prompt cannot hold a {n_img}-token image and some text")
   text = rng.integers(0, cfg.text.vocab_size - 16, length - (n_img + 2 if image else 0)).tolist()
   cut = len(text) // 4
   img = [cfg.vision_start_token_id] + [cfg.image_token_id] * n_img + [cfg.vision_end_token_id] if image else []
   ids = np.asarray([text[:cut] + img + text[cut:]], np.int64)
   mask = np.ones_like(ids, bool)
-  pv = grid = None
-  if image:
-    pv, grid = ImageProcessor(min_pixels=32 * 32)(oracle.random_images(seed, [(64, 96)]))
   pos, delta = get_rope_index(ids, mask, grid, None, image_token_id=cfg.image_token_id,
                               video_token_id=cfg.video_token_id)
   return types.SimpleNamespace(input_ids=ids, attention_mask=mask, positions=pos, rope_delta=delta,
@@ -535,90 +540,111 @@ def _tree_topk_diag(log_q, budgets, repeats: int = 5) -> dict:
 
 def split(*, sizes=("tiny", "small"), budgets=(15, 31, 63), context: int = 300, head_layers=None,
           target_ms: float = 25.0, repeats: int = 5, new_tokens: int = 129, chain: bool = True,
-          image: bool = True, seed: int = 3,
+          image: bool = True, seed: int = 3, configs: dict | None = None,
           log=_log) -> dict:
   """Per-round phase times (ms) and whole-round times through the real loop, per size.
 
-  target_ms: each timed phase call runs enough iterations to take about this long."""
+  target_ms: each timed phase call runs enough iterations to take about this long.
+  configs: size name -> Qwen3VLConfig, overriding the names `_size_config` knows (round_cost.py
+  passes target_speed's tiny / small / medium)."""
   head_layers = head_layers or {}
-  methods = [("ar", 1)] + ([("chain", 15)] if chain else []) + [("glance", n) for n in budgets]
   out = []
   for size in sizes:
     t_start = time.perf_counter()
-    cfg = _size_config(size)
+    cfg = (configs or {}).get(size) or _size_config(size)
     target = make_target(cfg, seed)
     head = make_head(target, seed + 1, head_layers.get(size, 2))
     prompt = long_prompt(cfg, context, seed, image)
-    max_n = max(n for _, n in methods)
-    max_length = context + new_tokens + max(max_n, head.config.block_size - 1) + 2
-    # AR's own continuation: the oracle drafter's tokens, and the lossless reference. One prefilled
-    # state per kind serves every loop: the head methods' states have the same shapes whatever the
-    # method and budget (same block size, taps and max_new_tokens); the phases start from it too.
-    ar_cfg = _loop_cfg(target, head, "ar", 1, new_tokens)
-    st_ar = _prefill(target, head, prompt, ar_cfg, max_length)
-    _, _, ref, _ = _whole_run(target, head, st_ar, ar_cfg)
-    gcfg = _loop_cfg(target, head, "glance", max_n, new_tokens, oracle_on=True)
-    st_head = _prefill(target, head, prompt, gcfg, max_length, ref[None])
-    draft = _draft_timed(target, head, st_head, 5, seed)
-    draft._run(1)
-    log_q = jnp.copy(draft.carry[2])                                      # a real head output on this state
-    phases = {(m, n): _phase_set(target, head, st_head, m, n, 5, log_q, seed) for m, n in methods}
-    phases[("head", 0)] = {"draft": draft}                                # shared by chain and glance
-    loops = {(m, n): _loop_cfg(target, head, m, n, new_tokens, oracle_on=m != "ar") for m, n in methods}
-
-    def whole(m, n):
-      dt, rounds, toks, tau = _whole_run(target, head, st_ar if m == "ar" else st_head, loops[(m, n)])
-      if not np.array_equal(toks, ref):
-        raise AssertionError(f"{m}-{n} ({size}) is not lossless vs AR")
-      return dt, rounds, tau
-
-    jobs = [("phase", m, n, ph) for (m, n), d in phases.items() for ph in d] + [("round", m, n, None)
-                                                                               for m, n in methods]
-    for kind, m, n, ph in jobs:  # compile everything; size each phase's iteration count
-      if kind == "phase":
-        p = phases[(m, n)][ph]
-        p.call()
-        per = p.call()
-        p.reps = int(np.clip(np.ceil(1e-3 * target_ms / max(per, 1e-6)), 5, 2000))
-      else:
-        whole(m, n)
-    log(f"[split {size}] compiled {len(jobs)} programs in {time.perf_counter() - t_start:.0f}s")
-    times = {j: [] for j in jobs}
-    meta = {}
-    rng = np.random.default_rng(seed)
-    for _ in range(repeats):
-      for idx in rng.permutation(len(jobs)):
-        kind, m, n, ph = jobs[idx]
-        if kind == "phase":
-          times[jobs[idx]].append(phases[(m, n)][ph].call())
-        else:
-          dt, rounds, tau = whole(m, n)
-          times[jobs[idx]].append(dt / rounds)
-          meta[(m, n)] = (rounds, tau)
-    rows = []
-    for m, n in methods:
-      part = {ph: 1e3 * _median(times[("phase", m, n, ph)]) for ph in ("tree", "verify", "walk+commit")
-              if ("phase", m, n, ph) in times}
-      if m != "ar":
-        part["draft"] = 1e3 * _median(times[("phase", "head", 0, "draft")])
-      row = dict(method=m, budget=n, draft_ms=part.get("draft", 0.0), tree_ms=part.get("tree", 0.0),
-                 verify_ms=part["verify"], walk_commit_ms=part["walk+commit"],
-                 round_ms=1e3 * _median(times[("round", m, n, None)]), rounds=meta[(m, n)][0], tau=meta[(m, n)][1],
-                 reps={ph: p.reps for ph, p in (phases[(m, n)] | (phases[("head", 0)] if m != "ar" else {})).items()})
-      row["sum_ms"] = row["draft_ms"] + row["tree_ms"] + row["verify_ms"] + row["walk_commit_ms"]
-      rows.append(row)
-    t_ar = rows[0]["round_ms"]
-    for row in rows:
-      row["ratio_to_ar"] = row["round_ms"] / t_ar
-    res = dict(size=size, context=context, image=image, new_tokens=new_tokens, max_length=max_length,
-               head_layers=head.config.num_hidden_layers, taps=list(head.config.target_layer_ids),
-               params_m=_count(target.params) / 1e6, head_params_m=_count(head.params) / 1e6, rows=rows,
-               tree_topk=_tree_topk_diag(log_q, [n for m, n in methods if m == "glance"], repeats),
-               argmax=_argmax_diag(cfg.text.vocab_size, max_n + 1, repeats),
-               seconds=time.perf_counter() - t_start)
-    log(f"[split {size}] done in {res['seconds']:.0f}s")
-    out.append(res)
+    out.append(split_size(target, head, prompt, size=size, budgets=budgets, target_ms=target_ms,
+                          repeats=repeats, new_tokens=new_tokens, chain=chain, seed=seed, t_start=t_start,
+                          log=log))
   return dict(repeats=repeats, results=out)
+
+
+def split_size(target: Target, head: Head, prompt, *, size: str, budgets=(15, 31, 63), target_ms: float = 25.0,
+               repeats: int = 5, new_tokens: int = 129, chain: bool = True, seed: int = 3,
+               lossless: bool = True, t_start: float | None = None, log=_log) -> dict:
+  """`split` for one given target, head and one-row prompt (benchmarks/gpu_8b.py builds its own on
+  the device). lossless=False records whether each loop's tokens equal AR's (`same_tokens_as_ar`)
+  instead of raising: in bf16 a verify pass of N + 1 rows may break an argmax near-tie differently."""
+  t_start = time.perf_counter() if t_start is None else t_start
+  methods = [("ar", 1)] + ([("chain", 15)] if chain else []) + [("glance", n) for n in budgets]
+  max_n = max(n for _, n in methods)
+  context = int(prompt.input_ids.shape[1])
+  image = prompt.pixel_values is not None
+  max_length = context + new_tokens + max(max_n, head.config.block_size - 1) + 2
+  # AR's own continuation: the oracle drafter's tokens, and the lossless reference. One prefilled
+  # state per kind serves every loop: the head methods' states have the same shapes whatever the
+  # method and budget (same block size, taps and max_new_tokens); the phases start from it too.
+  ar_cfg = _loop_cfg(target, head, "ar", 1, new_tokens)
+  st_ar = _prefill(target, head, prompt, ar_cfg, max_length)
+  _, _, ref, _ = _whole_run(target, head, st_ar, ar_cfg)
+  gcfg = _loop_cfg(target, head, "glance", max_n, new_tokens, oracle_on=True)
+  st_head = _prefill(target, head, prompt, gcfg, max_length, ref[None])
+  draft = _draft_timed(target, head, st_head, 5, seed)
+  draft._run(1)
+  log_q = jnp.copy(draft.carry[2])                                      # a real head output on this state
+  phases = {(m, n): _phase_set(target, head, st_head, m, n, 5, log_q, seed) for m, n in methods}
+  phases[("head", 0)] = {"draft": draft}                                # shared by chain and glance
+  same = {}
+  loops = {(m, n): _loop_cfg(target, head, m, n, new_tokens, oracle_on=m != "ar") for m, n in methods}
+
+  def whole(m, n):
+    dt, rounds, toks, tau = _whole_run(target, head, st_ar if m == "ar" else st_head, loops[(m, n)])
+    same[(m, n)] = bool(np.array_equal(toks, ref))
+    if lossless and not same[(m, n)]:
+      raise AssertionError(f"{m}-{n} ({size}) is not lossless vs AR")
+    return dt, rounds, tau
+
+  jobs = [("phase", m, n, ph) for (m, n), d in phases.items() for ph in d] + [("round", m, n, None)
+                                                                             for m, n in methods]
+  for kind, m, n, ph in jobs:  # compile everything; size each phase's iteration count
+    if kind == "phase":
+      p = phases[(m, n)][ph]
+      p.call()
+      per = p.call()
+      p.reps = int(np.clip(np.ceil(1e-3 * target_ms / max(per, 1e-6)), 5, 2000))
+    else:
+      whole(m, n)
+  log(f"[split {size}] compiled {len(jobs)} programs in {time.perf_counter() - t_start:.0f}s")
+  times = {j: [] for j in jobs}
+  meta = {}
+  rng = np.random.default_rng(seed)
+  for _ in range(repeats):
+    for idx in rng.permutation(len(jobs)):
+      kind, m, n, ph = jobs[idx]
+      if kind == "phase":
+        times[jobs[idx]].append(phases[(m, n)][ph].call())
+      else:
+        dt, rounds, tau = whole(m, n)
+        times[jobs[idx]].append(dt / rounds)
+        meta[(m, n)] = (rounds, tau)
+  rows = []
+  for m, n in methods:
+    part = {ph: 1e3 * _median(times[("phase", m, n, ph)]) for ph in ("tree", "verify", "walk+commit")
+            if ("phase", m, n, ph) in times}
+    if m != "ar":
+      part["draft"] = 1e3 * _median(times[("phase", "head", 0, "draft")])
+    row = dict(method=m, budget=n, draft_ms=part.get("draft", 0.0), tree_ms=part.get("tree", 0.0),
+               verify_ms=part["verify"], walk_commit_ms=part["walk+commit"],
+               round_ms=1e3 * _median(times[("round", m, n, None)]), rounds=meta[(m, n)][0], tau=meta[(m, n)][1],
+               same_tokens_as_ar=same[(m, n)],
+               reps={ph: p.reps for ph, p in (phases[(m, n)] | (phases[("head", 0)] if m != "ar" else {})).items()})
+    row["sum_ms"] = row["draft_ms"] + row["tree_ms"] + row["verify_ms"] + row["walk_commit_ms"]
+    rows.append(row)
+  t_ar = rows[0]["round_ms"]
+  for row in rows:
+    row["ratio_to_ar"] = row["round_ms"] / t_ar
+  res = dict(size=size, context=context, image=image, new_tokens=new_tokens, max_length=max_length,
+             head_layers=head.config.num_hidden_layers, taps=list(head.config.target_layer_ids),
+             params_m=_count(target.params) / 1e6, head_params_m=_count(head.params) / 1e6, rows=rows,
+             tree_topk=_tree_topk_diag(log_q, [n for m, n in methods if m == "glance"], repeats),
+             argmax=_argmax_diag(target.config.text.vocab_size, max_n + 1, repeats),
+             seconds=time.perf_counter() - t_start)
+  log(f"[split {size}] done in {res['seconds']:.0f}s")
+  return res
+
+
 
 
 def _count(state) -> int:
@@ -830,10 +856,15 @@ def main(argv=None, overrides: dict | None = None) -> dict:
           f"{bt['max_new_tokens']} new tokens each, end-to-end generate() time)\n")
     print(batch_table(bt))
     print(BATCH_NOTES)
+  return finish(report, t0, args.json)
+
+
+def finish(report: dict, t0: float, json_path: str | None, note: str = "") -> dict:
+  """Stamps the wall time, prints the total and writes the report as JSON (every benchmark's end)."""
   report["seconds"] = time.perf_counter() - t0
-  print(f"\ntotal {report['seconds']:.0f}s")
-  if args.json:
-    with open(args.json, "w") as f:
+  print(f"\ntotal {report['seconds']:.0f}s{note}")
+  if json_path:
+    with open(json_path, "w") as f:
       json.dump(report, f, indent=2, default=float)
   return report
 

@@ -180,12 +180,15 @@ def test_no_runnable_task_exits_nonzero(files, monkeypatch, capsys):
   assert any(files["empty"] in line and "no usable prompts" in line for line in err)
 
 
-def test_defaults_run_the_synthetic_task(bench, capsys):
-  """No task file: default_bench_inputs writes the synthetic val task (shapes compiled above)."""
-  report = bench_cli.main(["--methods", "ar", "--max-new-tokens", str(MAX_NEW), "--repeats", "1"])
+def test_defaults_run_the_testbed(bench):
+  """No model and no task file: default_bench_inputs picks the shipped testbed's target, head and
+  held-out task files (one per suite task)."""
+  from glance_jax.testbed import paths, suite
+  report = bench_cli.main(["--methods", "ar", "--max-new-tokens", str(MAX_NEW), "--repeats", "1",
+                           "--limit", "1"])
   assert validate_report(report) == []
-  assert list(report["tasks"]) == ["synthetic"] and report["tasks"]["synthetic"]["n_prompts"] == 2
-  assert report["config"]["task_files"][0].endswith("synthetic_val.jsonl")
+  assert list(report["tasks"]) == list(suite.TASKS)
+  assert report["config"]["model"] == str(paths.TARGET) and report["config"]["head"] == str(paths.HEAD)
 
 
 def test_padding_keeps_the_tokens(bench):

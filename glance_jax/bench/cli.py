@@ -27,9 +27,13 @@ DEFAULT_BUDGETS = "15,31,47,63"
 
 def default_bench_inputs(model: str | None, head: str | None, task_files: list[str]
                          ) -> tuple[str, str | None, list[str]]:
-  """(model, head, task files) with what the command line left out filled in: the embedded tiny
-  random checkpoint (head None = a random 2-layer head) and the synthetic val task file written
-  to a new temp dir. The one place that chooses the defaults (to be swapped for a trained testbed)."""
+  """(model, head, task files) with what the command line left out filled in: the shipped CPU
+  testbed (its target, head and held-out task files) when present; else the embedded tiny random
+  checkpoint (head None = a random 2-layer head) and the synthetic val task file written to a new
+  temp dir. The one place that chooses the defaults."""
+  from glance_jax.testbed import paths as testbed
+  if not model and testbed.available():
+    return str(testbed.TARGET), head or str(testbed.HEAD), list(task_files) or [str(f) for f in testbed.task_files()]
   if not model:
     model = _tiny_checkpoint()
   if not task_files:
@@ -71,9 +75,9 @@ def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="decode.py bench", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("task_files", nargs="*", metavar="TASKFILE",
-                 help="JSONL task file, one per task (default: the synthetic val task)")
-  p.add_argument("--model", help="HF Qwen3-VL checkpoint directory or hub id (default: embedded tiny model)")
-  p.add_argument("--head", help="DFlash-format head directory (default with no --model: a random head)")
+                 help="JSONL task file, one per task (default: the testbed's held-out tasks)")
+  p.add_argument("--model", help="HF Qwen3-VL checkpoint directory or hub id (default: the testbed target)")
+  p.add_argument("--head", help="DFlash-format head directory (default with no --model: the testbed head)")
   p.add_argument("--methods", type=_methods, default=DEFAULT_METHODS,
                  help=f"comma-separated, from {method_choices()}; glance runs at every --budgets "
                       f"value; ar is always run (the base) (default {DEFAULT_METHODS})")

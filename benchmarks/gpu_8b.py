@@ -1,0 +1,122 @@
+"""The cost of a round at the real Qwen3-VL-8B size on one accelerator (bf16, random weights).
+
+    python benchmarks/gpu_8b.py --json gpu_8b.json [--taus bench.json | --taus 15:3.1,31:3.4,63:3.6]
+
+How to run it on a GPU (one device; the 8B target in bf16 is 17.5 GB and the 5-layer head ~2 GB,
+so any 40 GB+ card fits; planned for ~8 minutes on an H200, most of it compiling ~12 programs
+of the 36-layer target):
+
+    python3 -m venv .venv && . .venv/bin/activate
+    pip install -r requirements.txt "jax[cuda12]"          # or jax[tpu] on a TPU VM
+    python benchmarks/gpu_8b.py --json gpu_8b.json --cache-dir /tmp/jax_cache
+    # rerunning with the same --cache-dir skips most compiles (XLA's persistent cache)
+    # short of time: --budgets 15,63 --repeats 2 (fewer programs, fewer repeats)
+
+Smoke test on CPU (what tests/test_round_cost.py runs, well under a minute):
+
+    python benchmarks/gpu_8b.py --size tiny --context 64 --image 64 --new-tokens 33 --budgets 1,3 --repeats 1
+
+What it does: the target (glance_jax.config.QWEN3_VL_8B) is made by Target.random: its random
+initialiser runs under jit on the device, so the weights are born there (no host copy of 8B
+parameters); the head is Head.random(target, num_layers=5), also initialised on the device. The
+prompt is ~1k tokens (--context 1024): random text around one 448x448 image (196 merged image
+tokens). Then benchmarks/decode_report.split_size: each part of a round timed alone (draft, tree,
+verify, walk+commit: each a jitted fori_loop, (T(R) - T(0)) / R) and the whole round through the
+real jitted decode loop with the oracle drafter (every round accepts 15 unless bf16 breaks an
+argmax near-tie differently in the N + 1-row verify than in AR's one-row step: the tokens are then
+not AR's and later rounds accept less, which leaves the cost per round unchanged; reported as
+"same tokens as AR" and the oracle tau), for N in 1, 15, 31, 63, plus AR's ms/token. Printed: a
+markdown table (t_round / t_AR = the tau a budget needs to break even with AR; with --taus, the
+predicted speedup tau(N) * t_AR / t_round(N) and the best N) and JSON with the device kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shlex
+import sys
+import time
+
+if __package__ in (None, ""):  # run as `python benchmarks/gpu_8b.py`
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from benchmarks import decode_report as dr  # noqa: E402
+from benchmarks import round_cost as rc  # noqa: E402
+from glance_jax.config import QWEN3_VL_8B  # noqa: E402
+from glance_jax.decode.generate import Head  # noqa: E402
+from glance_jax.qwen3_vl.target import Target  # noqa: E402
+
+DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}
+
+
+def config(size: str):
+  return QWEN3_VL_8B if size == "8b" else dr._size_config(size)
+
+
+def main(argv=None) -> dict:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--size", default="8b", help="8b (the real architecture), or tiny / small / micro for a smoke test")
+  ap.add_argument("--dtype", choices=sorted(DTYPES), default="bfloat16")
+  ap.add_argument("--budgets", default="1,15,31,63")
+  ap.add_argument("--head-layers", type=int, default=5)
+  ap.add_argument("--context", type=int, default=1024, help="prompt tokens, the image's included")
+  ap.add_argument("--image", type=int, default=448, help="side of the square image in pixels (448 -> 196 tokens)")
+  ap.add_argument("--new-tokens", type=int, default=129, help="tokens per whole-loop run")
+  ap.add_argument("--repeats", type=int, default=3)
+  ap.add_argument("--target-ms", type=float, default=25.0, help="each timed phase call lasts about this long")
+  ap.add_argument("--taus", default=None, help="bench JSON from `decode.py bench`, or N:tau,... (15:3.1,31:3.4)")
+  ap.add_argument("--cache-dir", default=None, help="XLA persistent compilation cache (reruns skip compiles)")
+  ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--json", default=None, help="write the results here")
+  args = ap.parse_args(argv)
+  try:
+    cfg = config(args.size)
+    taus = rc.parse_taus(args.taus) if args.taus else None
+  except ValueError as e:
+    ap.error(str(e))
+  budgets = rc._ints(args.budgets)
+  if not budgets or min(budgets) < 1:
+    ap.error(f"--budgets must be integers >= 1, got {args.budgets!r}")
+  if args.cache_dir:
+    jax.config.update("jax_compilation_cache_dir", args.cache_dir)
+  command = ["python", "benchmarks/gpu_8b.py"] + list(argv) if argv is not None else [sys.executable] + sys.argv
+  dev = jax.devices()[0]
+  print("$ " + shlex.join(command))
+  print(f"jax {jax.__version__}; device: {dev.device_kind} ({dev.platform}, {jax.device_count()} device(s)); "
+        f"{os.cpu_count()} CPU cores")
+  t0 = time.perf_counter()
+  dtype = DTYPES[args.dtype]
+  target = Target.random(cfg, seed=args.seed, dtype=dtype)         # initialised under jit: born on the device
+  head = Head.random(target, seed=args.seed + 1, num_layers=args.head_layers)
+  jax.block_until_ready((target.params, head.params))
+  t_init = time.perf_counter() - t0
+  prompt = dr.long_prompt(cfg, args.context, args.seed, image=True, image_size=(args.image, args.image))
+  print(f"[{args.size}] target and head initialised on {dev.device_kind} in {t_init:.0f}s; prompt "
+        f"{prompt.input_ids.shape[1]} tokens ({int((prompt.input_ids == cfg.image_token_id).sum())} image tokens)",
+        flush=True)
+  res = dr.split_size(target, head, prompt, size=args.size, budgets=budgets, target_ms=args.target_ms,
+                      repeats=args.repeats, new_tokens=args.new_tokens, chain=False, seed=args.seed, lossless=False)
+  rows = rc.cost_rows(res, taus)
+  t_ar = rows[0]["round_ms"]
+  print(f"\n## Cost of a round, {args.size} target in {args.dtype} on {dev.device_kind} (random weights, "
+        f"oracle drafter), {args.repeats} interleaved repeats, medians\n")
+  print(rc.table(res, rows))
+  print(f"\nAR: {t_ar:.3f} ms/token ({1e3 / t_ar:.1f} tokens/s). Same tokens as AR (oracle loops): " +
+        ", ".join(f"N={r['budget']} {'yes' if r.get('same_tokens_as_ar') else 'no'} (tau {r['oracle_tau']:.2f})"
+                  for r in rows if r["method"] == "glance"))
+  print(rc.NOTES)
+  report = dict(command=command, device_kind=dev.device_kind, platform=dev.platform, size=args.size,
+                dtype=args.dtype, params_m=res["params_m"], head_layers=res["head_layers"],
+                head_params_m=res["head_params_m"], context=res["context"], image=args.image,
+                ar_ms_per_token=t_ar, rows=rows, best=rc.best_budget(rows), taus=taus, init_seconds=t_init,
+                split=res)
+  return dr.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
+
+
+if __name__ == "__main__":
+  main()

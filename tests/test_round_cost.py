@@ -1,0 +1,90 @@
+"""benchmarks/round_cost.py and benchmarks/gpu_8b.py: tau parsing, the best-budget rule, and both
+scripts end to end at their smallest settings (gpu_8b.py --size tiny is its CPU smoke test)."""
+
+import json
+import math
+
+import pytest
+
+from benchmarks import gpu_8b
+from benchmarks import round_cost as rc
+
+
+def test_parse_taus_inline_and_errors():
+  assert rc.parse_taus("15:3.1, 31:3.4,63:3.6") == {15: 3.1, 31: 3.4, 63: 3.6}
+  with pytest.raises(ValueError, match="not N:tau"):
+    rc.parse_taus("15:x")
+  with pytest.raises(ValueError, match="no such file"):
+    rc.parse_taus("/nonexistent/bench.json")
+
+
+def test_read_taus_finds_labels_anywhere(tmp_path):
+  bench = {"tasks": {"coco": {"ar": {"tau": 1.0}, "glance-15": {"tau": 3.0, "ms_per_token": 2.0},
+                              "glance-63": {"tau": 4.0}},
+                     "textvqa": {"methods": [{"method": "glance", "budget": 15, "tau": 2.0},
+                                             {"method": "ngram", "budget": 15, "tau": 9.0}],
+                                 "glance_63": {"tau": 5.0}, "glance-31": {"tau": None}}}}
+  path = tmp_path / "bench.json"
+  path.write_text(json.dumps(bench))
+  assert rc.read_taus(path) == {15: 2.5, 63: 4.5}
+  path.write_text(json.dumps({"tasks": {}}))
+  with pytest.raises(ValueError, match="no glance-N tau"):
+    rc.read_taus(path)
+  path.write_text("{not json")
+  with pytest.raises(ValueError, match="not JSON"):
+    rc.read_taus(path)
+
+
+def _fake_split():
+  def row(method, n, round_ms):
+    return dict(method=method, budget=n, draft_ms=1.0, tree_ms=0.1, verify_ms=2.0, walk_commit_ms=0.2, sum_ms=3.3,
+                round_ms=round_ms, ratio_to_ar=round_ms / 2.0, tau=16.0)
+  return dict(size="x", params_m=1.0, head_layers=2, head_params_m=0.1, context=300,
+              rows=[row("ar", 1, 2.0), row("glance", 15, 6.0), row("glance", 31, 8.0), row("glance", 63, 12.0)])
+
+
+def test_best_budget_maximises_tau_over_round_cost():
+  res = _fake_split()
+  rows = rc.cost_rows(res, {15: 3.0, 31: 4.4, 63: 5.0})          # speedups 1.0, 1.1, 0.833
+  assert [r.get("predicted_speedup") for r in rows[1:]] == pytest.approx([1.0, 1.1, 5.0 / 6.0])
+  best = rc.best_budget(rows)
+  assert best["budget"] == 31 and best["predicted_speedup"] == pytest.approx(1.1)
+  text = rc.table(res, rows)
+  assert "best budget: N = 31" in text and "| 31 |" in text
+  assert rc.best_budget(rc.cost_rows(res, None)) is None
+
+
+def _check_rows(rows, budgets):
+  assert [(r["method"], r["budget"]) for r in rows] == [("ar", 1)] + [("glance", n) for n in budgets]
+  assert rows[0]["ratio_to_ar"] == 1.0
+  for r in rows:
+    assert r["round_ms"] > 0 and math.isfinite(r["ratio_to_ar"])
+    assert all(r[k] >= 0 for k in ("draft_ms", "tree_ms", "verify_ms", "walk_commit_ms"))
+
+
+def test_round_cost_smallest_run(tmp_path, capsys):
+  path = tmp_path / "rc.json"
+  rep = rc.main(["--sizes", "tiny", "--budgets", "1,3", "--repeats", "1", "--new-tokens", "17", "--context", "40",
+                 "--target-ms", "2", "--taus", "1:1.5,3:2.0", "--json", str(path)])
+  out = capsys.readouterr().out
+  assert out.splitlines()[0].startswith("$ python benchmarks/round_cost.py --sizes tiny")
+  assert "best budget: N =" in out
+  (size,) = rep["sizes"]
+  assert size["size"] == "tiny" and size["params_m"] < 1
+  _check_rows(size["rows"], (1, 3))
+  assert [r["oracle_tau"] for r in size["rows"][1:]] == [2.0, 4.0]      # full acceptance: depth min(N, 15)
+  assert size["best"]["budget"] in (1, 3)
+  assert json.loads(path.read_text())["sizes"][0]["best"] == size["best"]
+
+
+def test_gpu_8b_smoke_tiny(tmp_path, capsys):
+  path = tmp_path / "g.json"
+  rep = gpu_8b.main(["--size", "tiny", "--context", "64", "--image", "64", "--new-tokens", "33", "--budgets", "1,3",
+                     "--repeats", "1", "--target-ms", "2", "--taus", "1:1.2,3:1.8", "--json", str(path)])
+  out = capsys.readouterr().out
+  assert "device: cpu" in out and "| N | draft ms" in out
+  saved = json.loads(path.read_text())
+  assert saved["device_kind"] == rep["device_kind"] and saved["dtype"] == "bfloat16"
+  assert saved["context"] == 64 and saved["ar_ms_per_token"] > 0
+  _check_rows(saved["rows"], (1, 3))
+  assert saved["best"]["budget"] in (1, 3) and saved["head_layers"] == 5
