@@ -18,7 +18,7 @@ from glance_jax.testing.checkpoint import make_tiny_checkpoint
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
   root = tmp_path_factory.mktemp("cli")
-  model = make_tiny_checkpoint(root / "model", seed=2, max_shard_bytes=200_000)
+  make_tiny_checkpoint(root / "model", seed=2, max_shard_bytes=200_000)
   head = Head.random(Target.random(tiny_config()), seed=4, num_layers=1)
   save_head(root / "head", head.config, head.params)
   deep = Head.random(Target.random(tiny_config(layers=8)), seed=4, num_layers=1)

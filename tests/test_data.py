@@ -173,7 +173,7 @@ def test_task_file_bad_rows(tmp_path, caplog):
   assert len(warned) == len(expected)
   for (line, rid, what), msg in zip(expected, warned):
     assert msg.startswith(f"{path}:{line}: id {rid}: {what}"), msg
-  with pytest.raises(ValueError, match=rf"t\.jsonl:2: id \?: invalid JSON"):
+  with pytest.raises(ValueError, match=r"t\.jsonl:2: id \?: invalid JSON"):
     gd.read_task_file(path, on_error="raise")
   assert issubclass(gd.DataError, ValueError) and rec_mod.DataError is gd.DataError
 

@@ -4,7 +4,6 @@ duplicate and no lost rows (a torn last line is dropped and redone)."""
 import json
 
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from glance_jax.data.records import PromptRecord

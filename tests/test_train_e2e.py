@@ -5,7 +5,6 @@ devices each) train in lockstep and match the single-process 8-device run; bad i
 import json
 import os
 import pathlib
-import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +14,6 @@ import time
 import numpy as np
 import pytest
 
-from glance_jax.io import index_checkpoint
 from tests import train_e2e_fixtures as fx
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -74,11 +74,15 @@ def run_image_swap(target, head, records, *, budget: int, max_new_tokens: int, s
   partner[order] = np.roll(order, -1)                                     # a derangement: no record keeps its images
   a = {"correct": [], "mismatched": []}
   h = {"correct": [], "mismatched": []}
-  agree, per_record = [], []
+  agree, per_record, skipped_placeholder = [], [], []
   for i, rec in enumerate(usable):
     other = usable[partner[i]]
     inputs = prepare_inputs(processor, rec.prompt, list(rec.images))
     traj = np.asarray(generate(target, inputs, method="ar", max_new_tokens=max_new_tokens).tokens[0])
+    vision = (target.config.image_token_id, target.config.video_token_id)
+    if np.isin(traj, vision).any():  # a (random) target wrote a placeholder: the forced forward
+      skipped_placeholder.append(rec.id)  # would read it as an image run with no image behind it
+      continue
     cor = teacher_forced_rounds(target, head, inputs, traj, budget=budget)
     mis = teacher_forced_rounds(target, head, prepare_inputs(processor, rec.prompt, list(other.images)), traj,
                                 budget=budget)
@@ -90,10 +94,14 @@ def run_image_swap(target, head, records, *, budget: int, max_new_tokens: int, s
                            positions=int(len(cor["accepted"])),
                            correct_accepted=_mean(cor["accepted"]), mismatched_accepted=_mean(mis["accepted"]),
                            correct_entropy=_mean(cor["entropy"]), mismatched_entropy=_mean(mis["entropy"])))
+  if not a["correct"]:
+    raise ValueError(f"no record could be teacher-forced: every trajectory holds image placeholder tokens "
+                     f"({skipped_placeholder})")
   cat = {k: (np.concatenate(a[k]), np.concatenate(h[k])) for k in a}
   n = len(cat["correct"][0])
   out = dict(budget=int(budget), max_new_tokens=int(max_new_tokens), seed=int(seed), records=len(usable),
-             skipped_no_image=len(records) - len(usable), positions=n,
+             skipped_no_image=len(records) - len(usable), skipped_placeholder_ids=skipped_placeholder,
+             positions=n,
              teacher_forced_agrees=float(np.mean(np.concatenate(agree))) if agree else None,
              ci_level=0.95, ci_unit="position (record, t), paired across the two images",
              per_record=per_record)

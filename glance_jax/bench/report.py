@@ -118,7 +118,7 @@ def entropy_laws(runs_by_task: Mapping[str, Mapping[str, Sequence[PromptRun]]],
   """analysis.analyze per drafting method (not ar: a = 0 always) over each task's pooled rounds.
   A task with no rounds is left out; a task whose MLE does not exist keeps its deciles with
   "fit": None and the reason in "error" (analyze's contract)."""
-  by_method = {}
+  by_method, pooled = {}, {}
   for m in methods:
     if m.method == "ar":
       continue
@@ -129,7 +129,11 @@ def entropy_laws(runs_by_task: Mapping[str, Mapping[str, Sequence[PromptRun]]],
       if a.size:
         recs[task] = (np.concatenate([r.root_entropy for r in rs]).astype(np.float64), np.minimum(a, L))
     by_method[m.label] = analyze(recs, L, n_bins)["tasks"] if recs else {}
-  return {"method": primary_method(methods), "L": int(L), "n_bins": int(n_bins), "by_method": by_method}
+    if len(recs) > 1:  # the law across tasks: the entropy range one task alone rarely spans
+      both = [np.concatenate([r[i] for r in recs.values()]) for i in (0, 1)]
+      pooled[m.label] = analyze({"all": tuple(both)}, L, n_bins)["tasks"]["all"]
+  return {"method": primary_method(methods), "L": int(L), "n_bins": int(n_bins), "by_method": by_method,
+          "pooled": pooled}
 
 
 def json_safe(v: Any) -> Any:
@@ -198,7 +202,8 @@ SCHEMA = {
     "methods": [{"label": str, "method": str, "budget": int}],
     "tasks": {"*": TASK},
     "geomean": {"*": {"speedup": NUM, "lo": OPT_NUM, "hi": OPT_NUM, "n_tasks": int}},
-    "entropy_law": {"method": OPT_STR, "L": int, "n_bins": int, "by_method": {"*": {"*": ENTROPY_TASK}}},
+    "entropy_law": {"method": OPT_STR, "L": int, "n_bins": int, "by_method": {"*": {"*": ENTROPY_TASK}},
+                    "pooled": {"*": ENTROPY_TASK}},
     "errors": [ERROR],
     "plots": [str],
 }
@@ -301,7 +306,10 @@ def markdown(report: Mapping[str, Any]) -> str:
     lines += ["", f"Entropy law ({primary}, L = {law['L']}; logit p = b0 - b1 H):", "",
               "| task | rounds | mean a | b0 (se) | b1 (se) | isotonic R^2 | law R^2 | e^b0 | "
               "lowest-decile mean a | floor / e^b0 |", "|" + "---|" * 10]
-    for name, e in law["by_method"][primary].items():
+    rows = dict(law["by_method"][primary])
+    if law.get("pooled", {}).get(primary):
+      rows["all tasks (pooled)"] = law["pooled"][primary]
+    for name, e in rows.items():
       fit, cr = e["fit"], e["copy_regime"]
       if fit is None:
         lines.append(f"| {name} | {e['n']} | {e['mean_a']:.2f} | no fit: {e['error']} | | "

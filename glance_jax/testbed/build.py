@@ -86,6 +86,8 @@ def main(argv=None) -> None:
   ap.add_argument("head_overrides", nargs="*", help="key=value overrides of configs/train_testbed.py")
   args = ap.parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+  for noisy in ("absl", "orbax", "jax"):  # their INFO lines would bury the build's own
+    logging.getLogger(noisy).setLevel(logging.WARNING)
   stages = [s for s in args.stages.split(",") if s]
   bad = [s for s in stages if s not in STAGES]
   if bad:

@@ -47,7 +47,7 @@ def testbed_config() -> Qwen3VLConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TargetTrainConfig:
-  steps: int = 2500
+  steps: int = 5200
   batch_size: int = 16           # split evenly over the suite's tasks
   seq_len: int = 88
   lr: float = 2e-3
