@@ -24,7 +24,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import shlex
 import sys
 import time
@@ -36,7 +35,6 @@ from benchmarks import decode_report as dr  # noqa: E402
 
 SIZES = ("tiny", "small", "medium")
 BUDGETS = (1, 15, 31, 63)
-_LABEL = re.compile(r"^glance[-_ :=]?(\d+)$", re.IGNORECASE)
 
 
 # --- taus ------------------------------------------------------------------------------------------
@@ -56,10 +54,8 @@ def parse_taus(spec: str) -> dict[int, float]:
 
 
 def read_taus(path: str | os.PathLike) -> dict[int, float]:
-  """Mean tau per glance budget found anywhere in a bench JSON (the schema is young, so it is read
-  defensively): a dict entry labelled like "glance-15" holding a numeric "tau", or a dict with
-  method "glance", an integer "budget" and a numeric "tau". The mean is over every such entry
-  (normally one per task)."""
+  """Mean over tasks of each glance budget's tau in a `decode.py bench` JSON (README schema:
+  tasks.<task>.methods.<label> with method "glance", budget N and tau)."""
   try:
     data = json.loads(pathlib.Path(path).read_text())
   except FileNotFoundError:
@@ -67,27 +63,13 @@ def read_taus(path: str | os.PathLike) -> dict[int, float]:
   except json.JSONDecodeError as e:
     raise ValueError(f"--taus: {path} is not JSON ({e.msg} at line {e.lineno})") from None
   found: dict[int, list[float]] = {}
-
-  def add(n, tau):
-    if isinstance(tau, (int, float)) and not isinstance(tau, bool) and math.isfinite(tau):
-      found.setdefault(int(n), []).append(float(tau))
-
-  def visit(x):
-    if isinstance(x, dict):
-      if str(x.get("method", "")).lower() == "glance" and isinstance(x.get("budget"), int):
-        add(x["budget"], x.get("tau"))
-      for k, v in x.items():
-        m = _LABEL.match(str(k))
-        if m and isinstance(v, dict):
-          add(m.group(1), v.get("tau"))
-        visit(v)
-    elif isinstance(x, list):
-      for v in x:
-        visit(v)
-
-  visit(data)
+  for task in (data.get("tasks") or {}).values():
+    for stats in (task.get("methods") or {}).values():
+      tau = stats.get("tau")
+      if stats.get("method") == "glance" and isinstance(tau, (int, float)) and math.isfinite(tau):
+        found.setdefault(int(stats["budget"]), []).append(float(tau))
   if not found:
-    raise ValueError(f"--taus: no glance-N tau found in {path}")
+    raise ValueError(f"--taus: {path} holds no glance tau under tasks.<task>.methods (a decode.py bench report?)")
   return {n: sum(v) / len(v) for n, v in sorted(found.items())}
 
 

@@ -18,17 +18,20 @@ def test_parse_taus_inline_and_errors():
     rc.parse_taus("/nonexistent/bench.json")
 
 
-def test_read_taus_finds_labels_anywhere(tmp_path):
-  bench = {"tasks": {"coco": {"ar": {"tau": 1.0}, "glance-15": {"tau": 3.0, "ms_per_token": 2.0},
-                              "glance-63": {"tau": 4.0}},
-                     "textvqa": {"methods": [{"method": "glance", "budget": 15, "tau": 2.0},
-                                             {"method": "ngram", "budget": 15, "tau": 9.0}],
-                                 "glance_63": {"tau": 5.0}, "glance-31": {"tau": None}}}}
+def test_read_taus_reads_the_bench_schema(tmp_path):
+  """Per budget, the mean over tasks of tasks.<task>.methods.<label>.tau for method glance."""
+  def m(method, budget, tau):
+    return {"method": method, "budget": budget, "tau": tau}
+  bench = {"tasks": {"coco": {"methods": {"ar": m("ar", 1, 1.0), "glance-15": m("glance", 15, 3.0),
+                                          "glance-63": m("glance", 63, 4.0)}},
+                     "textvqa": {"methods": {"glance-15": m("glance", 15, 2.0), "ngram": m("ngram", 15, 9.0),
+                                             "glance-63": m("glance", 63, 5.0),
+                                             "glance-31": m("glance", 31, None)}}}}
   path = tmp_path / "bench.json"
   path.write_text(json.dumps(bench))
   assert rc.read_taus(path) == {15: 2.5, 63: 4.5}
   path.write_text(json.dumps({"tasks": {}}))
-  with pytest.raises(ValueError, match="no glance-N tau"):
+  with pytest.raises(ValueError, match="holds no glance tau"):
     rc.read_taus(path)
   path.write_text("{not json")
   with pytest.raises(ValueError, match="not JSON"):
