@@ -4,7 +4,6 @@
   runner.py    methods, padding, warm-up of every compiled shape, interleaved timing
   report.py    statistics, SCHEMA / validate_report, markdown tables, plots
   cli.py       the command line (`python decode.py bench --help`)
-  progress.py  the stderr progress line
 """
 
 from glance_jax.bench.report import SCHEMA, SCHEMA_VERSION, validate_report

@@ -130,7 +130,7 @@ def run(args) -> dict[str, Any]:
   import jax
 
   from glance_jax.bench import runner
-  from glance_jax.bench.progress import Progress
+  from glance_jax.progress import Progress
   from glance_jax.bench.tasks import load_tasks, problem
   from glance_jax.decode.cli import DTYPES
   from glance_jax.decode.generate import Head

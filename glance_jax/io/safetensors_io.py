@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
+from glance_jax.progress import Progress
+
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
@@ -483,27 +485,6 @@ def _plan_problems(entries: Mapping[str, TensorEntry],
   return problems
 
 
-class _Progress:
-  """tqdm bar over bytes when requested and installed; otherwise a no-op."""
-
-  def __init__(self, total: int, enabled: bool):
-    self._bar = None
-    if enabled:
-      try:
-        import tqdm  # pylint: disable=import-outside-toplevel
-        self._bar = tqdm.tqdm(total=total, unit="B", unit_scale=True, desc="loading")
-      except ImportError:
-        logger.info("loading %s (install tqdm for a progress bar)", format_nbytes(total))
-
-  def update(self, n: int) -> None:
-    if self._bar is not None:
-      self._bar.update(n)
-
-  def close(self) -> None:
-    if self._bar is not None:
-      self._bar.close()
-
-
 def load_tensors(
     entries: Mapping[str, TensorEntry],
     targets: Mapping[str, jax.ShapeDtypeStruct],
@@ -531,7 +512,7 @@ def load_tensors(
   by_file: dict[pathlib.Path, list[TensorEntry]] = {}
   for key in targets:
     by_file.setdefault(entries[key].file, []).append(entries[key])
-  bar = _Progress(sum(entries[k].nbytes for k in targets), progress)
+  bar = Progress(sum(entries[k].nbytes for k in targets), "loading", unit="B", unit_scale=True, enabled=progress)
   loaded: dict[str, jax.Array] = {}
   try:
     for file, file_entries in by_file.items():

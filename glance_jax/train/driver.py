@@ -25,6 +25,7 @@ import numpy as np
 
 from glance_jax import sharding as shd
 from glance_jax.train.config import TrainConfig
+from glance_jax.progress import Progress
 
 logger = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -195,7 +196,7 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
     _truncate_metrics(metrics_path, start)
 
   # --- loop
-  bar = _bar(total, start, progress and pid == 0)
+  bar = Progress(total, "train", unit="step", initial=start, enabled=progress and pid == 0)
   last = {}
   local_share = rows_split_by_process(mesh, cfg.batch_size)
   logger.info("data: %s", f"process {pid} reads its own share of each batch" if local_share
@@ -240,16 +241,5 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
               head=Head(head_cfg, graphdef, state.params))
 
 
-class _NoBar:
-  def update(self, n): pass
-  def set_postfix(self, **kw): pass
-  def close(self): pass
-
-
-def _bar(total: int, initial: int, enabled: bool):
-  if not enabled:
-    return _NoBar()
-  from tqdm import tqdm
-  return tqdm(total=total, initial=initial, desc="train", unit="step")
 
 

@@ -21,6 +21,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from glance_jax.progress import Progress
+
 logger = logging.getLogger(__name__)
 
 
@@ -66,7 +68,7 @@ def regenerate(target, processor, records: Iterable, out_path: str | os.PathLike
   todo = [r for r in records if r.id not in done]
   seen: set[str] = set()
   todo = [r for r in todo if not (r.id in seen or seen.add(r.id))]
-  bar = _progress(len(todo) + len(done), len(done), progress)
+  bar = Progress(len(todo) + len(done), "regenerate", unit="prompt", initial=len(done), enabled=progress)
   with open(out_path, "a", encoding="utf-8") as f:
     for i in range(0, len(todo), batch_size):
       if stop_after_batches is not None and i // batch_size >= stop_after_batches:
@@ -108,24 +110,6 @@ def _pad_inputs(inputs, multiple: int, processor):
       input_ids=np.pad(inputs.input_ids, ((0, 0), (0, pad)), constant_values=processor.pad_token_id),
       attention_mask=np.pad(inputs.attention_mask, ((0, 0), (0, pad))),
       positions=np.pad(inputs.positions, ((0, 0), (0, 0), (0, pad))))
-
-
-class _NoBar:
-  def update(self, n):
-    pass
-
-  def close(self):
-    pass
-
-
-def _progress(total: int, initial: int, enabled: bool):
-  if not enabled:
-    return _NoBar()
-  try:
-    from tqdm import tqdm
-  except ImportError:
-    return _NoBar()
-  return tqdm(total=total, initial=initial, desc="regenerate", unit="prompt")
 
 
 def records_from_rows(rows: Sequence[dict]):
