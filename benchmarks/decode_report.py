@@ -505,6 +505,19 @@ def _whole_run(target: Target, head: Head, st0, cfg: loop.LoopConfig):
   return dt, int(st.rounds), np.asarray(st.out[0, : int(st.count[0])]), float(np.mean(acc + 1))
 
 
+def _interleaved_ms(fns: dict, x, repeats: int) -> dict:
+  """Median ms of each fn(x) (one warm-up call each first), the fns interleaved in every repeat."""
+  for f in fns.values():
+    jax.block_until_ready(f(x))
+  times = {k: [] for k in fns}
+  for _ in range(repeats):
+    for k, f in fns.items():
+      t0 = time.perf_counter()
+      jax.block_until_ready(f(x))
+      times[k].append(time.perf_counter() - t0)
+  return {k: 1e3 * _median(v) for k, v in times.items()}
+
+
 def _tree_topk_diag(log_q, budgets, repeats: int = 5) -> dict:
   """head_tree as written vs the same with lax.top_k's outputs behind an optimization_barrier.
 
@@ -521,18 +534,11 @@ def _tree_topk_diag(log_q, budgets, repeats: int = 5) -> dict:
       compiled[("top_k kept", n)] = jax.jit(lambda x, n=n: drafters.head_tree(x, "glance", n)).lower(log_q).compile()
     finally:
       jax.lax.top_k = orig
-  for c in compiled.values():
-    jax.block_until_ready(c(log_q))
-  times = {k: [] for k in compiled}
-  for _ in range(repeats):
-    for k, c in compiled.items():
-      t0 = time.perf_counter()
-      jax.block_until_ready(c(log_q))
-      times[k].append(time.perf_counter() - t0)
+  ms = _interleaved_ms(compiled, log_q, repeats)
   out = {}
   for (variant, n), c in compiled.items():
     txt = c.as_text()
-    out[f"{variant} {n}"] = dict(ms=1e3 * _median(times[(variant, n)]),
+    out[f"{variant} {n}"] = dict(ms=ms[(variant, n)],
                                  lowered_as="TopK custom call" if 'custom_call_target="TopK"' in txt else
                                  ("sort" if " sort(" in txt else "other"))
   return out
@@ -693,15 +699,7 @@ argmax: sampling.choose's jnp.argmax over the verify logits vs a plain max over 
 def _argmax_diag(vocab: int, rows: int = 64, repeats: int = 5) -> dict:
   x = jax.random.normal(jax.random.key(0), (1, rows, vocab), jnp.float32)
   fns = {"argmax": jax.jit(lambda x: jnp.argmax(x, -1)), "max": jax.jit(lambda x: jnp.max(x, -1))}
-  for f in fns.values():
-    jax.block_until_ready(f(x))
-  times = {k: [] for k in fns}
-  for _ in range(repeats):
-    for k, f in fns.items():
-      t0 = time.perf_counter()
-      jax.block_until_ready(f(x))
-      times[k].append(time.perf_counter() - t0)
-  return {k: 1e3 * _median(v) for k, v in times.items()} | {"shape": [1, rows, vocab]}
+  return _interleaved_ms(fns, x, repeats) | {"shape": [1, rows, vocab]}
 
 
 # --- 3. batch scaling -------------------------------------------------------------------------------

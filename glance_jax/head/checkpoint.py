@@ -14,7 +14,6 @@ import logging
 import os
 import pathlib
 import uuid
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +27,7 @@ from glance_jax.head.config import HeadConfig
 from glance_jax.head.model import abstract_head
 from glance_jax.io import CheckpointError, check_keys, index_checkpoint, load_tensors, save_tensors
 from glance_jax.io import resolve_checkpoint_dir
-from glance_jax.qwen3_vl.weights import expected_keys, fill_state, key_of
+from glance_jax.qwen3_vl.weights import expected_keys, fill_state, key_of, state_tensors
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +44,7 @@ def save_head(out_dir: str | os.PathLike, cfg: HeadConfig, params: nnx.State, *,
   params' dtype, so an fp32 head round-trips bit for bit.
   """
   root = pathlib.Path(out_dir).expanduser()
-  tensors: dict[str, Any] = {}
-  for path, var in nnx.to_flat_state(params):
-    value = var.get_value()
-    tensors[key_of(path)] = value if dtype is None else jnp.asarray(value).astype(dtype)
+  tensors = state_tensors(params, dtype)
   want = expected_keys(abstract_head(cfg)[1])
   check_keys({k: v.shape for k, v in tensors.items()}, want, where=f"save_head({root})")
   saved = np.dtype(dtype if dtype is not None else next(iter(tensors.values())).dtype)

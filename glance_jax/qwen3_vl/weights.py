@@ -21,6 +21,15 @@ def key_of(path: tuple[Any, ...]) -> str:
   return ".".join(str(p) for p in path)
 
 
+def state_tensors(state: nnx.State, dtype=None) -> dict[str, np.ndarray]:
+  """checkpoint key -> host array of every parameter, cast to `dtype` if given (what a save writes)."""
+  out = {}
+  for p, v in nnx.to_flat_state(state):
+    x = jax.device_get(v.get_value())
+    out[key_of(p)] = np.asarray(x if dtype is None else x.astype(dtype))
+  return out
+
+
 def abstract_model(cfg: Qwen3VLConfig, dtype=jnp.float32):
   """(graphdef, abstract state) at zero memory: every leaf a ShapeDtypeStruct with `axes` metadata."""
   from glance_jax.qwen3_vl.model import Qwen3VL

@@ -27,7 +27,7 @@ import optax
 from flax import nnx
 
 from glance_jax.config import Qwen3VLConfig, tiny_config
-from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask
+from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
 from glance_jax.testbed import suite
 from glance_jax.train.batch import Example, TrainBatch, collate
 
@@ -118,12 +118,7 @@ def make_batch(step: int, cfg: TargetTrainConfig, maker: ExampleMaker, model_cfg
 
 def loss_fn(model, batch: TrainBatch):
   """Mean next-token CE over answer tokens; also the token accuracy. Shapes: ids [B,S]."""
-  t = model.cfg.text
-  b, s = batch.input_ids.shape
-  shape = (b, s, t.num_key_value_heads, t.head_dim)
-  cache = KVCache(k=tuple(jnp.zeros(shape) for _ in range(t.num_hidden_layers)),
-                  v=tuple(jnp.zeros(shape) for _ in range(t.num_hidden_layers)),
-                  length=jnp.zeros((b,), jnp.int32))
+  cache = init_cache(model.cfg.text, *batch.input_ids.shape)  # a throwaway S-slot cache
   image_embeds, deepstack = model.encode_images(batch.pixel_values, batch.vision_meta)
   h, _, _ = model(batch.input_ids, batch.positions, cache, causal_block_mask(batch.attention_mask),
                   image_embeds=image_embeds, deepstack=deepstack)
@@ -220,7 +215,7 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
   from glance_jax.io import save_tensors
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import Target
-  from glance_jax.qwen3_vl.weights import key_of
+  from glance_jax.qwen3_vl.weights import state_tensors
   from glance_jax.testing.checkpoint import write_checkpoint
 
   out, work = pathlib.Path(out_dir), pathlib.Path(workdir)
@@ -263,8 +258,6 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
         f.write(json.dumps({"step": done, **m}) + "\n")
     if done % cfg.save_every == 0 and done < cfg.steps:
       save_state(state_path, done, params, opt_state)
-  tensors = {key_of(p): np.asarray(v.get_value() if save_dtype is None else v.get_value().astype(save_dtype))
-             for p, v in nnx.to_flat_state(params)}
-  save_tensors(out, tensors)
+  save_tensors(out, state_tensors(params, save_dtype))
   save_state(state_path, done, params, opt_state)
   return out

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import pathlib
 
-import jax
-import numpy as np
 from flax import nnx
 
 from glance_jax.config import Qwen3VLConfig, tiny_config
 from glance_jax.io import save_tensors
-from glance_jax.qwen3_vl.weights import key_of
+from glance_jax.qwen3_vl.weights import state_tensors
 
 
 def special_ids(cfg: Qwen3VLConfig) -> dict[str, int]:
@@ -44,8 +42,7 @@ def write_checkpoint(out_dir, cfg: Qwen3VLConfig, params: nnx.State, *, max_shar
   from glance_jax.testing.tokenizer import make_tiny_tokenizer
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
-  tensors = {key_of(p): np.asarray(jax.device_get(v.get_value())) for p, v in nnx.to_flat_state(params)}
-  save_tensors(out, tensors, max_shard_bytes=max_shard_bytes)
+  save_tensors(out, state_tensors(params), max_shard_bytes=max_shard_bytes)
   (out / "config.json").write_text(json.dumps(cfg.to_hf_dict(), indent=2))
   (out / "preprocessor_config.json").write_text(json.dumps(preprocessor_config(min_pixels, max_pixels), indent=2))
   make_tiny_tokenizer(out, cfg.text.vocab_size, special_ids(cfg), corpus=tokenizer_corpus)

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from glance_jax.head.model import BlockHead, block_mask
-from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask
+from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
 from glance_jax.qwen3_vl.layers import matmul_t
 from glance_jax.train.batch import TrainBatch
 
@@ -147,12 +147,7 @@ def target_features(target, batch: TrainBatch, tap_layers: Sequence[int]) -> jax
   bad = [i for i in tap_layers if not 0 <= i < t.num_hidden_layers]
   if bad:
     raise ValueError(f"tap layers {bad} outside the target's {t.num_hidden_layers} layers")
-  b, s = batch.input_ids.shape
-  dtype = target.embed_weight.dtype
-  shape = (b, s, t.num_key_value_heads, t.head_dim)
-  cache = KVCache(k=tuple(jnp.zeros(shape, dtype) for _ in range(t.num_hidden_layers)),
-                  v=tuple(jnp.zeros(shape, dtype) for _ in range(t.num_hidden_layers)),
-                  length=jnp.zeros((b,), jnp.int32))
+  cache = init_cache(t, *batch.input_ids.shape, target.embed_weight.dtype)
   image_embeds = deepstack = None
   if batch.pixel_values is not None:
     image_embeds, deepstack = target.encode_images(batch.pixel_values, batch.vision_meta)
