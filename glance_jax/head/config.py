@@ -18,20 +18,13 @@ import dataclasses
 import pathlib
 from typing import Any
 
-from glance_jax.config import ConfigError, Qwen3VLConfig, read_json
+from glance_jax.config import ConfigError, Qwen3VLConfig, default_mrope_section, read_json
 
 # DFlash's mask token for the Qwen3 tokenizer family (first unused row of the 151936-row
 # embedding; SpecForge configs/qwen3-8b-dflash.json). Qwen3-VL shares that tokenizer.
 QWEN3_MASK_TOKEN_ID = 151669
 
 _ACCEPTED_MODEL_TYPES = (None, "qwen3", "qwen3_vl_text")
-
-
-def default_mrope_section(head_dim: int) -> tuple[int, int, int]:
-  """Qwen3-VL's split of head_dim/2 frequencies into (t, h, w): (24, 20, 20) at head_dim 128."""
-  half = head_dim // 2
-  hw = half * 5 // 16
-  return (half - 2 * hw, hw, hw)
 
 
 def build_target_layer_ids(num_target_layers: int, num_taps: int) -> tuple[int, ...]:
