@@ -22,10 +22,15 @@ CONFIG_B = tiny_config(vocab_size=300, hidden=48, layers=3, heads=6, kv_heads=2,
 
 def hf_config(cfg: Qwen3VLConfig):
   from transformers import Qwen3VLConfig as HFConfig
+  return HFConfig(**hf_kwargs(cfg))
+
+
+def hf_kwargs(cfg: Qwen3VLConfig) -> dict:
+  """cfg.to_hf_dict() without the fields a transformers config class sets itself."""
   d = cfg.to_hf_dict()
   d.pop("model_type")
   d.pop("architectures")
-  return HFConfig(**d)
+  return d
 
 
 def hf_model(cfg: Qwen3VLConfig, seed: int = 0):
@@ -33,7 +38,20 @@ def hf_model(cfg: Qwen3VLConfig, seed: int = 0):
   import torch
   from transformers import Qwen3VLForConditionalGeneration
   torch.manual_seed(seed)
-  model = Qwen3VLForConditionalGeneration(hf_config(cfg)).eval()
+  return rerandomise(Qwen3VLForConditionalGeneration(hf_config(cfg)).eval(), seed)
+
+
+def hf_text_model(cfg: Qwen3VLConfig, seed: int = 0):
+  """A random HF Qwen3ForCausalLM (text-only config), fp32, eval mode, every parameter redrawn."""
+  import torch
+  from transformers import Qwen3Config, Qwen3ForCausalLM
+  torch.manual_seed(seed)
+  return rerandomise(Qwen3ForCausalLM(Qwen3Config(**hf_kwargs(cfg))).eval(), seed)
+
+
+def rerandomise(model, seed: int):
+  """Redraws every parameter of `model` in place (norm weights around 1, vectors around 0)."""
+  import torch
   gen = torch.Generator().manual_seed(seed + 1)
   with torch.no_grad():
     for name, p in model.named_parameters():

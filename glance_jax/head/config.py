@@ -18,20 +18,13 @@ import dataclasses
 import pathlib
 from typing import Any
 
-from glance_jax.config import ConfigError, Qwen3VLConfig, read_json
+from glance_jax.config import ConfigError, Qwen3VLConfig, default_mrope_section, read_json
 
 # DFlash's mask token for the Qwen3 tokenizer family (first unused row of the 151936-row
 # embedding; SpecForge configs/qwen3-8b-dflash.json). Qwen3-VL shares that tokenizer.
 QWEN3_MASK_TOKEN_ID = 151669
 
 _ACCEPTED_MODEL_TYPES = (None, "qwen3", "qwen3_vl_text")
-
-
-def default_mrope_section(head_dim: int) -> tuple[int, int, int]:
-  """Qwen3-VL's split of head_dim/2 frequencies into (t, h, w): (24, 20, 20) at head_dim 128."""
-  half = head_dim // 2
-  hw = half * 5 // 16
-  return (half - 2 * hw, hw, hw)
 
 
 def build_target_layer_ids(num_target_layers: int, num_taps: int) -> tuple[int, ...]:
@@ -193,15 +186,18 @@ class HeadConfig:
       if num_target_layers is None:
         raise ConfigError(f"{source}: neither dflash_config.target_layer_ids nor num_target_layers")
       ids = build_target_layer_ids(num_target_layers, layers)
-    return cls(hidden_size=d["hidden_size"], intermediate_size=d["intermediate_size"],
-               num_hidden_layers=layers, num_attention_heads=heads,
-               num_key_value_heads=d.get("num_key_value_heads", heads), head_dim=head_dim,
-               rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), rope_theta=theta,
-               mrope_section=tuple(rope.get("mrope_section") or default_mrope_section(head_dim)),
-               block_size=int(d["block_size"]), target_layer_ids=tuple(ids),
-               mask_token_id=int(dflash["mask_token_id"]),
-               target_hidden_size=int(dflash.get("target_hidden_size", d["hidden_size"])),
-               vocab_size=d["vocab_size"], num_target_layers=num_target_layers)
+    try:
+      return cls(hidden_size=d["hidden_size"], intermediate_size=d["intermediate_size"],
+                 num_hidden_layers=layers, num_attention_heads=heads,
+                 num_key_value_heads=d.get("num_key_value_heads", heads), head_dim=head_dim,
+                 rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), rope_theta=theta,
+                 mrope_section=tuple(rope.get("mrope_section") or default_mrope_section(head_dim)),
+                 block_size=int(d["block_size"]), target_layer_ids=tuple(ids),
+                 mask_token_id=int(dflash["mask_token_id"]),
+                 target_hidden_size=int(dflash.get("target_hidden_size", d["hidden_size"])),
+                 vocab_size=d["vocab_size"], num_target_layers=num_target_layers)
+    except ConfigError as e:  # name the file: the field checks know only the values
+      raise ConfigError(f"{source}: {e}") from None
 
   @classmethod
   def from_json_file(cls, path: str | pathlib.Path) -> "HeadConfig":

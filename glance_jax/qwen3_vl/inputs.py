@@ -47,6 +47,10 @@ class Processor:
   video_token_id: int
   vision_start_token_id: int
   vision_end_token_id: int
+  # A text-only Qwen3 checkpoint (model_type "qwen3"): no images; its own chat template is rendered
+  # with enable_thinking=False (the non-thinking mode the released DFlash heads were trained on).
+  text_only: bool = False
+  chat_kwargs: dict = dataclasses.field(default_factory=dict)
 
   @property
   def pad_token_id(self) -> int:
@@ -62,7 +66,8 @@ class Processor:
 
     Token ids come from the keyword arguments, else config.json's top level, else the tokenizer's lookup of
     <|image_pad|>, <|video_pad|>, <|vision_start|>, <|vision_end|>. A missing preprocessor_config.json means
-    the Qwen3-VL defaults. An id that disagrees with the tokenizer raises, since the chat template emits the
+    the Qwen3-VL defaults. A text-only Qwen3 config.json (model_type "qwen3") gives a text-only processor:
+    vision ids -1, prompts rendered with enable_thinking=False. An id that disagrees with the tokenizer raises, since the chat template emits the
     token by its text.
     """
     tokenizer = Tokenizer.from_pretrained(checkpoint_dir)
@@ -78,6 +83,9 @@ class Processor:
           config = json.load(f)
       except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"cannot read {config_path}: {e}") from None
+      if config.get("model_type") == "qwen3":
+        return cls(tokenizer, image_processor, -1, -1, -1, -1, text_only=True,
+                   chat_kwargs={"enable_thinking": False})
       merge = (config.get("vision_config") or {}).get("spatial_merge_size")
       if merge is not None and merge != image_processor.merge_size:
         raise ValueError(f"{config_path}: vision_config.spatial_merge_size={merge} but the image processor's "
@@ -168,9 +176,13 @@ def _build(processor: Processor, rows: list[list[int]], row_images: list[list[Im
                      image_grid_thw=grid.astype(np.int32) if flat else None, lengths=lengths)
 
 
-def build_messages(prompt: str, num_images: int, system: str | None = None) -> list[dict]:
-  """One user turn with `num_images` image items first, then the text (the Qwen3-VL cookbook layout)."""
+def build_messages(prompt: str, num_images: int, system: str | None = None, *,
+                   text_only: bool = False) -> list[dict]:
+  """One user turn with `num_images` image items first, then the text (the Qwen3-VL cookbook layout).
+  text_only: the content is the plain string (Qwen3's text template renders list content as empty)."""
   messages = [{"role": "system", "content": system}] if system is not None else []
+  if text_only:
+    return messages + [{"role": "user", "content": prompt}]
   content = [{"type": "image"} for _ in range(num_images)] + [{"type": "text", "text": prompt}]
   return messages + [{"role": "user", "content": content}]
 
@@ -189,7 +201,9 @@ def prepare_inputs(processor: Processor, prompts: str | Sequence[str],
   single = isinstance(prompts, str)
   prompt_list = [prompts] if single else list(prompts)
   row_images = _images_per_row(images, len(prompt_list), single)
-  texts = [processor.tokenizer.render_chat(build_messages(p, len(imgs), system))
+  _check_text_only(processor, row_images)
+  texts = [processor.tokenizer.render_chat(build_messages(p, len(imgs), system, text_only=processor.text_only),
+                                           **processor.chat_kwargs)
            for p, imgs in zip(prompt_list, row_images)]
   return _build(processor, processor.tokenizer.encode_batch(texts), row_images)
 
@@ -205,4 +219,12 @@ def prepare_inputs_from_ids(processor: Processor, input_ids: Sequence[int] | Seq
   """
   single = len(input_ids) > 0 and np.ndim(input_ids[0]) == 0
   rows = [[int(i) for i in input_ids]] if single else [[int(i) for i in r] for r in input_ids]
-  return _build(processor, rows, _images_per_row(images, len(rows), single))
+  row_images = _images_per_row(images, len(rows), single)
+  _check_text_only(processor, row_images)
+  return _build(processor, rows, row_images)
+
+
+def _check_text_only(processor: Processor, row_images: list[list[ImageLike]]) -> None:
+  if processor.text_only and any(row_images):
+    n = sum(len(r) for r in row_images)
+    raise ValueError(f"the checkpoint is a text-only Qwen3 (model_type 'qwen3'), but {n} image(s) were given")

@@ -83,3 +83,11 @@ class Qwen3VL(nnx.Module):
         ds = jax.vmap(lambda d: scatter_visual(vis, d))(deepstack)         # [n_ds, B, T, Dt]
     mask = attention_mask(cache.length, block_mask, cache.max_length)
     return self.model.language_model(x, positions, cache, mask, ds, tap_layers)
+
+
+def build_model(cfg: Qwen3VLConfig, *, dtype=jnp.float32, rngs: nnx.Rngs) -> nnx.Module:
+  """The target module for `cfg`: Qwen3VL, or Qwen3ForCausalLM for a text-only (vision=None) config."""
+  if cfg.text_only:
+    from glance_jax.qwen3_vl.text_only import Qwen3ForCausalLM
+    return Qwen3ForCausalLM(cfg, dtype=dtype, rngs=rngs)
+  return Qwen3VL(cfg, dtype=dtype, rngs=rngs)

@@ -1,4 +1,4 @@
-"""`Target`: the frozen Qwen3-VL as (config, graphdef, params), and `load_target` for HF checkpoints.
+"""`Target`: the frozen Qwen3-VL (or text-only Qwen3) as (config, graphdef, params), and `load_target` for HF checkpoints.
 
 `load_target` checks config.json and every tensor's key and shape against the abstract model before
 reading any tensor data, then reads tensors one at a time straight into their shardings, so an 8B
@@ -45,11 +45,11 @@ class Target:
   def random(cls, cfg: Qwen3VLConfig, *, seed: int = 0, dtype=jnp.float32, mesh: Mesh | None = None,
              rules=shd.DEFAULT_RULES) -> "Target":
     """Random weights, created already sharded when a mesh is given (init under jit)."""
-    from glance_jax.qwen3_vl.model import Qwen3VL
+    from glance_jax.qwen3_vl.model import build_model
     graphdef, abstract = abstract_model(cfg, dtype)
 
     def create():
-      return nnx.split(Qwen3VL(cfg, dtype=dtype, rngs=nnx.Rngs(seed)))[1]
+      return nnx.split(build_model(cfg, dtype=dtype, rngs=nnx.Rngs(seed)))[1]
 
     out = None if mesh is None else shd.state_shardings(abstract, mesh, rules)
     params = jax.jit(create, out_shardings=out)()
@@ -73,6 +73,8 @@ class Target:
 
   def vision_arrays(self, grid_thw: np.ndarray) -> dict[str, jax.Array]:
     v = self.config.vision
+    if v is None:
+      raise InputError("this target is a text-only Qwen3 (no vision tower): it takes no images")
     meta = vision_meta(grid_thw, num_position_embeddings=v.num_position_embeddings,
                        spatial_merge_size=v.spatial_merge_size)
     return {k: jnp.asarray(a) for k, a in meta.as_dict().items()}
@@ -88,9 +90,12 @@ class Target:
       raise InputError(f"prompt of {longest} tokens (padded to {ids.shape[1]}) is longer than the "
                        f"cache (max_length {cache.max_length})")
     cfg = self.config
+    if cfg.text_only and getattr(inputs, "pixel_values", None) is not None:
+      raise InputError("this target is a text-only Qwen3 (model_type 'qwen3', no vision tower): "
+                       "the inputs carry images")
     n_placeholders = int(np.isin(ids, [cfg.image_token_id, cfg.video_token_id]).sum())
     grid = getattr(inputs, "image_grid_thw", None)
-    n_expected = 0 if grid is None else int(np.asarray(grid).prod(-1).sum()) // cfg.vision.spatial_merge_size**2
+    n_expected = 0 if grid is None else int(np.asarray(grid).prod(-1).sum()) // cfg.spatial_merge_size**2
     if n_placeholders != n_expected:
       raise InputError(f"prompt has {n_placeholders} image placeholder tokens but the images give "
                        f"{n_expected} (image_grid_thw {None if grid is None else np.asarray(grid).tolist()})")
@@ -138,9 +143,9 @@ class Target:
 
 def load_target(path_or_repo_id: str | pathlib.Path, *, dtype=jnp.bfloat16, mesh: Mesh | None = None,
                 rules=shd.DEFAULT_RULES, progress: bool = False) -> Target:
-  """Loads a Hugging Face Qwen3-VL checkpoint (directory or hub repo id) into a `Target`.
+  """Loads a Hugging Face Qwen3-VL or text-only Qwen3 checkpoint (directory or hub repo id) into a `Target`.
 
-  Checks, before any tensor data is read: config.json is a qwen3_vl config; every checkpoint key
+  Checks, before any tensor data is read: config.json is a qwen3_vl or qwen3 config; every checkpoint key
   is one of our parameters with the same shape and none is missing (all problems in one error).
   With a mesh, each tensor is placed straight into its sharding from the logical-axis rules.
   """

@@ -32,8 +32,8 @@ def state_tensors(state: nnx.State, dtype=None) -> dict[str, np.ndarray]:
 
 def abstract_model(cfg: Qwen3VLConfig, dtype=jnp.float32):
   """(graphdef, abstract state) at zero memory: every leaf a ShapeDtypeStruct with `axes` metadata."""
-  from glance_jax.qwen3_vl.model import Qwen3VL
-  model = nnx.eval_shape(lambda: Qwen3VL(cfg, dtype=dtype, rngs=nnx.Rngs(0)))
+  from glance_jax.qwen3_vl.model import build_model
+  model = nnx.eval_shape(lambda: build_model(cfg, dtype=dtype, rngs=nnx.Rngs(0)))
   return nnx.split(model)
 
 

@@ -1,11 +1,13 @@
-"""Where the shipped testbed lives: testbed/ at the repository root (target/, head/, tasks/)."""
+"""Where the shipped testbed lives: testbed/ at the repository root (target/, head/, tasks/), or, after
+`pip install .`, the package data glance_jax/testbed/shipped/ (pyproject.toml maps testbed/ there)."""
 
 from __future__ import annotations
 
 import pathlib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "testbed"
+_INSTALLED = pathlib.Path(__file__).resolve().parent / "shipped"
+SHIPPED = REPO / "testbed" if (REPO / "testbed").is_dir() or not _INSTALLED.is_dir() else _INSTALLED
 TARGET = SHIPPED / "target"
 HEAD = SHIPPED / "head"
 TASKS = SHIPPED / "tasks"

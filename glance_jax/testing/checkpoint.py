@@ -20,9 +20,10 @@ from glance_jax.qwen3_vl.weights import state_tensors
 def special_ids(cfg: Qwen3VLConfig) -> dict[str, int]:
   """Where the tiny configs put Qwen's special tokens (the top of the vocabulary)."""
   v = cfg.text.vocab_size
-  return {"<|vision_start|>": cfg.vision_start_token_id, "<|vision_end|>": cfg.vision_end_token_id,
-          "<|image_pad|>": cfg.image_token_id, "<|video_pad|>": cfg.video_token_id,
-          "<|im_start|>": v - 4, "<|im_end|>": cfg.eos_token_ids[0], "<|endoftext|>": v - 2}
+  ids = {"<|vision_start|>": cfg.vision_start_token_id, "<|vision_end|>": cfg.vision_end_token_id,
+         "<|image_pad|>": cfg.image_token_id, "<|video_pad|>": cfg.video_token_id,
+         "<|im_start|>": v - 4, "<|im_end|>": cfg.eos_token_ids[0], "<|endoftext|>": v - 2}
+  return {t: i for t, i in ids.items() if i >= 0}  # a text-only config has no vision ids (-1)
 
 
 def preprocessor_config(min_pixels: int = 64 * 64, max_pixels: int = 128 * 128) -> dict:
@@ -36,16 +37,18 @@ def preprocessor_config(min_pixels: int = 64 * 64, max_pixels: int = 128 * 128) 
 
 def write_checkpoint(out_dir, cfg: Qwen3VLConfig, params: nnx.State, *, max_shard_bytes: int | None = None,
                      min_pixels: int = 64 * 64, max_pixels: int = 128 * 128,
-                     tokenizer_corpus=None) -> pathlib.Path:
+                     tokenizer_corpus=None, chat_template: str | None = None) -> pathlib.Path:
   """Saves params (a Target's state) plus every side file of the HF layout; the tokenizer is trained
-  on `tokenizer_corpus` (lines of text) when given."""
+  on `tokenizer_corpus` (lines of text) when given. A text-only config writes no preprocessor config."""
   from glance_jax.testing.tokenizer import make_tiny_tokenizer
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   save_tensors(out, state_tensors(params), max_shard_bytes=max_shard_bytes)
   (out / "config.json").write_text(json.dumps(cfg.to_hf_dict(), indent=2))
-  (out / "preprocessor_config.json").write_text(json.dumps(preprocessor_config(min_pixels, max_pixels), indent=2))
-  make_tiny_tokenizer(out, cfg.text.vocab_size, special_ids(cfg), corpus=tokenizer_corpus)
+  if not cfg.text_only:
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor_config(min_pixels, max_pixels), indent=2))
+  kw = {} if chat_template is None else {"chat_template": chat_template}
+  make_tiny_tokenizer(out, cfg.text.vocab_size, special_ids(cfg), corpus=tokenizer_corpus, **kw)
   return out
 
 

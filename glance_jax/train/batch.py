@@ -110,9 +110,8 @@ def collate(examples: Sequence[Example], cfg: Qwen3VLConfig, *, seq_len: int,
       pixels.append(np.asarray(ex.pixel_values, np.float32))
       grids.append(np.asarray(ex.image_grid_thw, np.int64).reshape(-1, 3))
   grid = np.concatenate(grids) if grids else None
-  v = cfg.vision
   pos, _ = get_rope_index(ids, valid, grid, None, image_token_id=cfg.image_token_id,
-                          video_token_id=cfg.video_token_id, spatial_merge_size=v.spatial_merge_size)
+                          video_token_id=cfg.video_token_id, spatial_merge_size=cfg.spatial_merge_size)
   batch = TrainBatch(input_ids=ids.astype(np.int32), loss_mask=loss, attention_mask=valid,
                      positions=pos.astype(np.int32))
   if grid is None and max_patches is None:

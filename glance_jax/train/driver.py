@@ -85,13 +85,22 @@ def rows_split_by_process(mesh, global_batch: int) -> bool:
   return all(len(p) == 1 for p in per_data) and [min(p) for p in per_data] == sorted(min(p) for p in per_data)
 
 
+def _patch_budget(cfg: TrainConfig, target_cfg) -> int | None:
+  """The static image-patch budget; None for a text-only target (no vision arrays in the batch)."""
+  return None if target_cfg.text_only else cfg.max_patches
+
+
 def _local_share_batch(local_examples, cfg: TrainConfig, target_cfg, mesh):
   """This process's rows -> global arrays; image patches of every process gathered and packed in
   global row order (process-major), so the placeholders' order matches the patches' order."""
   from jax.experimental import multihost_utils
   from glance_jax.train.batch import _padded_vision, batch_shardings, collate
-  local = collate(local_examples, target_cfg, seq_len=cfg.seq_len, max_patches=cfg.max_patches, pad_id=0,
-                  truncate=cfg.truncate)
+  local = collate(local_examples, target_cfg, seq_len=cfg.seq_len, max_patches=_patch_budget(cfg, target_cfg),
+                  pad_id=0, truncate=cfg.truncate)
+  if target_cfg.text_only:  # no vision arrays to gather
+    sh = batch_shardings(local, mesh)
+    return local.replace(**{k: jax.make_array_from_process_local_data(getattr(sh, k), np.asarray(getattr(local, k)))
+                            for k in ("input_ids", "loss_mask", "attention_mask", "positions")})
   v = target_cfg.vision
   pix = [np.asarray(e.pixel_values, np.float32) for e in local_examples if e.pixel_values is not None]
   grids = [np.asarray(e.image_grid_thw, np.int64).reshape(-1, 3) for e in local_examples if e.pixel_values is not None]
@@ -166,7 +175,7 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
     run_regeneration(cfg, target, Processor.from_pretrained(str(target.path)))
   rows = valid_rows([r for p in paths for r in read_regenerated(p)], on_error=cfg.on_bad_record,
                     placeholder_ids=(target.config.image_token_id, target.config.video_token_id))
-  improc = ImageProcessor.from_pretrained(str(target.path))
+  improc = None if target.config.text_only else ImageProcessor.from_pretrained(str(target.path))
   order = DataOrder(len(rows), cfg.batch_size, cfg.seed)
   total = cfg.steps or cfg.epochs * order.steps_per_epoch
 
@@ -209,7 +218,8 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
       n_tokens = sum(len(e.input_ids) for e in local) * nproc
     else:
       host = collate([row_to_example(rows[i], improc) for i in order.global_indices(step)], target.config,
-                     seq_len=cfg.seq_len, max_patches=cfg.max_patches, pad_id=0, truncate=cfg.truncate)
+                     seq_len=cfg.seq_len, max_patches=_patch_budget(cfg, target.config), pad_id=0,
+                     truncate=cfg.truncate)
       n_tokens = int(np.asarray(host.attention_mask).sum())
       batch = _global_batch(host, mesh)
     state, metrics = train_step(state, target.params, batch)
