@@ -14,7 +14,7 @@ import pytest
 
 from glance_jax.aot import topology
 
-pytestmark = pytest.mark.skipif(topology.libtpu_version() is None, reason=topology.MISSING)
+needs_libtpu = pytest.mark.skipif(topology.libtpu_version() is None, reason=topology.MISSING)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,6 +25,7 @@ def _run(*args, out=None):
   return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
+@needs_libtpu
 def test_every_program_compiles_for_v5e(tmp_path):
   r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--train-mesh", "1,4,1", out=tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -45,6 +46,7 @@ def test_every_program_compiles_for_v5e(tmp_path):
   assert "| round.ar.b1 |" in (tmp_path / "report.md").read_text()
 
 
+@needs_libtpu
 def test_bad_topology_and_mesh_are_one_line(tmp_path):
   r = _run("--topology", "v5e-bogus", "--programs", "prefill", out=tmp_path)
   assert r.returncode == 2
@@ -53,3 +55,30 @@ def test_bad_topology_and_mesh_are_one_line(tmp_path):
   r = _run("--topology", "v5e:2x2", "--mesh", "1,1,8", "--programs", "prefill", out=tmp_path)
   line = [x for x in r.stderr.splitlines() if x.startswith("error:")]
   assert r.returncode == 2 and len(line) == 1 and "--mesh 1,1,8" in line[0] and "4 devices" in line[0], r.stderr
+
+
+HLO = """\
+%fused_computation.1 (param_0.1: bf16[64,4096], param_1.1: bf16[1,4096]) -> bf16[1,64] {
+  %param_0.1 = bf16[64,4096]{1,0:T(8,128)(2,1)S(1)} parameter(0)
+  %param_1.1 = bf16[1,4096]{1,0:T(8,128)(2,1)} parameter(1)
+  ROOT %dot.1 = bf16[1,64]{1,0} dot(%param_1.1, %param_0.1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}
+
+ENTRY %main (param.1: bf16[256,4096], param.2: bf16[1,4096]) -> bf16[1,64] {
+  %param.1 = bf16[256,4096]{1,0:T(8,128)(2,1)} parameter(0)
+  %param.2 = bf16[1,4096]{1,0:T(8,128)(2,1)} parameter(1)
+  %slice-start = ((bf16[256,4096]{1,0:T(8,128)(2,1)}), bf16[64,4096]{1,0:T(8,128)(2,1)S(1)}, s32[]{:S(2)}) slice-start(%param.1), slice={[0:64], [0:4096]}
+  %slice-done = bf16[64,4096]{1,0:T(8,128)(2,1)S(1)} slice-done(%slice-start)
+  ROOT %fusion = bf16[1,64]{1,0:T(8,128)(2,1)} fusion(%slice-done, %param.2), kind=kOutput, calls=%fused_computation.1
+}
+"""
+
+
+def test_hbm_traffic_counts_a_vmem_prefetch_once():
+  from glance_jax.aot import hlo
+  t = hlo.Module(HLO, {"weights": {(64, 4096)}}).traffic()
+  # the [64, 4096] slice is read from HBM once (into VMEM, S(1)); the fusion reads that VMEM copy
+  # (not counted) plus the [1, 4096] HBM activation, and writes [1, 64] to HBM
+  assert t.read == 64 * 4096 * 2 + 4096 * 2
+  assert t.write == 64 * 2
+  assert t.by_class["weights.read"] == 64 * 4096 * 2

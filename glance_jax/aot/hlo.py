@@ -172,8 +172,8 @@ class Module:
       if base in COLLECTIVES:
         t.collectives[base] += max(sum(a.bytes for a in outs), sum(sum(a.bytes for a in arrays(types.get(o, "")))
                                                                      for o in i.operands))
-      if i.op in ("copy-start", "slice-start"):     # async move: (dest, src, flag) tuple result
-        dest = outs[0] if outs else None
+      if i.op in ("copy-start", "slice-start"):     # async move: (dest, src, flag) or ((src), dest, flag)
+        dest = (outs[1] if i.type_text.startswith("((") else outs[0]) if len(outs) > 1 else None
         src = [a for o in i.operands for a in arrays(types.get(o, ""))]
         if dest is not None:
           if any(a.hbm for a in src):
