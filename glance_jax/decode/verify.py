@@ -39,6 +39,12 @@ def walk(tree: DraftTree, choice: jax.Array, max_depth: int) -> WalkResult:
   one path; its depth is A and the bonus is the choice at its last row.
   """
   b, n = tree.tokens.shape
+  if n == 0 or max_depth == 0:
+    # No draft (ar): the root is the only row and the target's token there is the bonus. Built
+    # without zero-size arrays: the general path's zero-size gather padded and selected into
+    # new_tokens aborts the TPU compiler (libtpu 0.0.42.1, "SmallVector unable to grow").
+    bonus = choice[:, 0].astype(jnp.int32)
+    return WalkResult(jnp.zeros((b,), jnp.int32), jnp.zeros((b, 1), jnp.int32), bonus[:, None], bonus)
   parent_row = tree.parents + 1                                           # [B, N], 0 = root row
   match = tree.valid & (tree.tokens == jnp.take_along_axis(choice, parent_row, axis=1))
 
@@ -46,12 +52,12 @@ def walk(tree: DraftTree, choice: jax.Array, max_depth: int) -> WalkResult:
     parent_acc = jnp.take_along_axis(jnp.pad(acc, ((0, 0), (1, 0)), constant_values=True), parent_row, axis=1)
     return match & parent_acc
 
-  acc = jax.lax.fori_loop(0, max_depth, step, jnp.zeros((b, n), bool)) if n else jnp.zeros((b, 0), bool)
+  acc = jax.lax.fori_loop(0, max_depth, step, jnp.zeros((b, n), bool))
   depth_acc = jnp.where(acc, tree.depths, 0)
   a = jnp.max(depth_acc, axis=1, initial=0).astype(jnp.int32)            # [B]
   d = jnp.arange(1, max_depth + 1)                                        # [L]
   at_depth = acc[:, None, :] & (tree.depths[:, None, :] == d[None, :, None])   # [B, L, N]
-  path_rows = jnp.argmax(at_depth, axis=2).astype(jnp.int32) + 1 if n else jnp.zeros((b, max_depth), jnp.int32)
+  path_rows = jnp.argmax(at_depth, axis=2).astype(jnp.int32) + 1
   commit_rows = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), path_rows], axis=1)   # [B, C]
   last_row = jnp.take_along_axis(commit_rows, a[:, None], axis=1)[:, 0]
   bonus = jnp.take_along_axis(choice, last_row[:, None], axis=1)[:, 0]

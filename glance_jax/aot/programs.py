@@ -1,0 +1,231 @@
+"""The programs users run, as (jitted function, abstract arguments) pairs for ahead-of-time compiles.
+
+Every argument is a `jax.ShapeDtypeStruct` carrying the `NamedSharding` a real run gives it: the
+weights by the logical-axis rules (glance_jax.sharding), prompt rows on `data`, the decode state in
+the layout the compiled prefill hands the loop (its output shardings), or by the same rules when
+prefill did not compile. Nothing is allocated, so an 8B model compiles on a CPU host for any TPU
+topology libtpu knows.
+
+Programs (names are the report's rows):
+  prefill               prefill_state of the glance loop: image tower, prompt, first token, head context
+  ar_step               engine.decode_step: one plain token (the reference the ratios divide by)
+  round.<m>             one round of decode/loop.py for method m (ar, ngram, chain, glance15, ...)
+  loop.<m>              the whole generation: one lax.while_loop of rounds (cost is per compile)
+  regen.prefill/.loop   regeneration's batch: method ar at the recipe's regen batch and length
+  train<mesh>           the head's train step at the recipe (configs/train_qwen3_vl_8b.py)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from glance_jax import sharding as shd
+from glance_jax.config import Qwen3VLConfig
+
+METHOD_RUNS = (("ar", "ar", 1), ("ngram", "ngram", 15), ("chain", "chain", 15), ("glance15", "glance", 15),
+               ("glance31", "glance", 31), ("glance63", "glance", 63))
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+  """What one report compiles: model, head, prompt, decode and training shapes."""
+  config: Qwen3VLConfig
+  dtype: Any = jnp.bfloat16
+  head_layers: int = 5
+  block_size: int = 16
+  prompt_len: int = 1024
+  image_hw: tuple[int, int] | None = (448, 448)   # one image in the prompt (None: text only)
+  max_length: int = 2048                           # cache slots
+  max_new_tokens: int = 512
+  batch: int = 1
+  regen_batch: int = 32
+  regen_max_new: int = 512
+  train_batch: int = 32
+  train_seq: int = 3072
+  train_anchors: int = 512
+  train_patches: int = 1024
+
+
+@dataclasses.dataclass
+class Program:
+  name: str
+  fn: Callable            # a jax.jit-wrapped function
+  args: tuple
+  kwargs: dict
+  kind: str               # prefill | step | round | loop | train
+
+
+def abstract(tree, shardings):
+  """Abstract arrays (shape, dtype, sharding) for a pytree of arrays / ShapeDtypeStructs (nnx
+  Variables kept, with their metadata) and a matching pytree of shardings."""
+  def one(s, x):
+    if isinstance(x, nnx.Variable):
+      v = x.get_value()
+      return x.replace(value=jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=s))
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s)
+  return jax.tree.map(one, shardings, tree, is_leaf=lambda x: isinstance(x, (jax.sharding.Sharding, nnx.Variable)))
+
+
+def abstract_state(state: nnx.State, mesh: Mesh) -> nnx.State:
+  """An nnx.State of abstract values with the shardings its logical axes give on `mesh`."""
+  return abstract(state, shd.state_shardings(state, mesh))
+
+
+def _by_rows(mesh: Mesh, shape, batch_dim: int = 0) -> NamedSharding:
+  axes = [None] * len(shape)
+  axes[batch_dim] = shd.BATCH
+  return NamedSharding(mesh, shd.logical_to_spec(axes, shape, mesh))
+
+
+def _sds(shape, dtype, sharding):
+  return jax.ShapeDtypeStruct(tuple(shape), dtype, sharding=sharding)
+
+
+def models(sizes: Sizes, mesh: Mesh):
+  """(target graphdef, abstract params, head config, head graphdef, abstract head params)."""
+  from glance_jax.head import HeadConfig
+  from glance_jax.head.model import abstract_head
+  from glance_jax.qwen3_vl.weights import abstract_model
+  tgd, tstate = abstract_model(sizes.config, sizes.dtype)
+  hcfg = HeadConfig.for_target(sizes.config, num_layers=sizes.head_layers, block_size=sizes.block_size)
+  hgd, hstate = abstract_head(hcfg, sizes.dtype)
+  return tgd, abstract_state(tstate, mesh), hcfg, hgd, abstract_state(hstate, mesh)
+
+
+def prompt_args(sizes: Sizes, mesh: Mesh, batch: int) -> dict:
+  """Abstract prefill inputs: [B, prompt_len] ids with one image's placeholders, its patches."""
+  cfg = sizes.config
+  s = sizes.prompt_len
+  rows = _by_rows(mesh, (batch, s))
+  rep = NamedSharding(mesh, P())
+  out = dict(input_ids=_sds((batch, s), jnp.int32, rows), attention_mask=_sds((batch, s), jnp.bool_, rows),
+             positions=_sds((3, batch, s), jnp.int32, _by_rows(mesh, (3, batch, s), 1)),
+             rope_delta=_sds((batch,), jnp.int32, _by_rows(mesh, (batch,))), pixel_values=None, vision_meta=None)
+  if sizes.image_hw is not None:
+    from glance_jax.qwen3_vl.vision_meta import vision_meta
+    v = cfg.vision
+    grid = np.array([[1, sizes.image_hw[0] // v.patch_size, sizes.image_hw[1] // v.patch_size]] * batch)
+    n_tokens = int(grid.prod(-1).sum()) // v.spatial_merge_size**2
+    if n_tokens > batch * s:
+      raise ValueError(f"prompt_len {s} is shorter than the image's {n_tokens // batch} placeholder tokens")
+    meta = vision_meta(grid, num_position_embeddings=v.num_position_embeddings,
+                       spatial_merge_size=v.spatial_merge_size).as_dict()
+    out["pixel_values"] = _sds((int(grid.prod(-1).sum()), v.patch_dim), jnp.float32, rep)
+    out["vision_meta"] = {k: _sds(a.shape, a.dtype, rep) for k, a in meta.items()}
+  return out
+
+
+def loop_config(sizes: Sizes, method: str, budget: int, hcfg, *, max_new_tokens: int | None = None):
+  from glance_jax.decode.loop import LoopConfig
+  head = method in ("chain", "glance")
+  return LoopConfig(method=method, budget=budget, max_new_tokens=max_new_tokens or sizes.max_new_tokens,
+                    block_size=sizes.block_size, tap_layers=tuple(hcfg.target_layer_ids) if head else (),
+                    mask_token_id=hcfg.mask_token_id if head else 0)
+
+
+def _key(mesh):
+  k = jax.eval_shape(lambda: jax.random.key(0))
+  return _sds(k.shape, k.dtype, NamedSharding(mesh, P()))
+
+
+def prefill_program(name: str, sizes: Sizes, mesh: Mesh, cfg, batch: int, max_length: int, m) -> Program:
+  from glance_jax.decode.loop import prefill_state
+  tgd, tparams, _, hgd, hparams = m
+  a = prompt_args(sizes, mesh, batch)
+  rep = NamedSharding(mesh, P())
+  stops = _sds((len(sizes.config.eos_token_ids) or 1,), jnp.int32, rep)
+  oracle = _sds((batch, 0), jnp.int32, rep)
+  if not cfg.uses_head:
+    hgd = hparams = None
+  args = (tgd, tparams, hgd, hparams, a["input_ids"], a["attention_mask"], a["positions"], a["rope_delta"],
+          a["pixel_values"], a["vision_meta"], stops, _key(mesh), oracle)
+  return Program(name, prefill_state, args, dict(cfg=cfg, max_length=max_length), "prefill")
+
+
+def state_from_prefill(prefill: Program, compiled=None):
+  """The decode state the loop receives: prefill's output shapes, in the shardings a compiled
+  prefill chose, or (compiled=None) by the rules: K/V rows on data and kv heads on tensor, every
+  other array's rows on data."""
+  shapes = jax.eval_shape(functools.partial(prefill.fn, **prefill.kwargs), *prefill.args)
+  if compiled is not None:
+    return abstract(shapes, compiled.output_shardings)
+  mesh = prefill.args[4].sharding.mesh
+
+  def rule(x):
+    if x.ndim == 4:     # [B, S, kv_heads, head_dim]: the target's and the head's K/V
+      return NamedSharding(mesh, shd.logical_to_spec((shd.BATCH, None, shd.KV_HEADS, None), x.shape, mesh))
+    return _by_rows(mesh, x.shape) if x.ndim else NamedSharding(mesh, P())
+  return jax.tree.map(lambda x: _sds(x.shape, x.dtype, rule(x)), shapes)
+
+
+def round_program(name: str, cfg, state, stops, m) -> Program:
+  from glance_jax.decode import loop
+  tgd, tparams, _, hgd, hparams = m
+  if not cfg.uses_head:
+    hgd = hparams = None
+
+  @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
+  def one_round(tgd, tparams, hgd, hparams, state, stops, *, cfg):
+    return loop._round(tgd, tparams, hgd, hparams, stops, cfg, state)
+
+  return Program(name, one_round, (tgd, tparams, hgd, hparams, state, stops), dict(cfg=cfg), "round")
+
+
+def loop_program(name: str, cfg, state, stops, m) -> Program:
+  from glance_jax.decode.loop import decode_rounds
+  tgd, tparams, _, hgd, hparams = m
+  if not cfg.uses_head:
+    hgd = hparams = None
+  return Program(name, decode_rounds, (tgd, tparams, hgd, hparams, state, stops), dict(cfg=cfg), "loop")
+
+
+def ar_step_program(sizes: Sizes, mesh: Mesh, batch: int, state, m) -> Program:
+  from glance_jax.qwen3_vl import engine
+  tgd, tparams = m[0], m[1]
+  return Program(f"ar_step.b{batch}", engine.decode_step,
+                 (tgd, tparams, state.cache, state.root, state.rope_delta), {}, "step")
+
+
+def train_program(sizes: Sizes, mesh: Mesh, m) -> Program:
+  """The head's train step at the recipe on `mesh` (fp32 master weights + AdamW, bf16 compute)."""
+  from glance_jax.train import step as step_lib
+  from glance_jax.train.batch import TrainBatch, batch_shardings
+  from glance_jax.train.optim import make_optimizer
+  from glance_jax.head.model import abstract_head
+  from glance_jax.qwen3_vl.vision_meta import vision_meta
+  tgd, tparams, hcfg, hgd, _ = m
+  tx, schedule = make_optimizer(total_steps=1000, lr=6e-4, weight_decay=0.0, warmup_frac=0.04, clip=1.0)
+  state_sh = step_lib.train_state_shardings(hcfg, tx, mesh)
+  _, habs = abstract_head(hcfg, jnp.float32)
+  state_shapes = jax.eval_shape(lambda p: step_lib.TrainState(step=jnp.zeros((), jnp.int32), params=p,
+                                                              opt_state=tx.init(p), key=jax.random.key(0)), habs)
+  state = abstract(state_shapes, state_sh)
+  b, s, v = sizes.train_batch, sizes.train_seq, sizes.config.vision
+  host = TrainBatch(input_ids=np.zeros((b, s), np.int32), loss_mask=np.zeros((b, s), bool),
+                    attention_mask=np.zeros((b, s), bool), positions=np.zeros((3, b, s), np.int32))
+  if sizes.train_patches:
+    meta = vision_meta(np.array([[1, 2, sizes.train_patches // 2]]), num_position_embeddings=v.num_position_embeddings,
+                       spatial_merge_size=v.spatial_merge_size).as_dict()
+    host = host.replace(pixel_values=np.zeros((sizes.train_patches, v.patch_dim), np.float32), **meta)
+  batch = abstract(host, batch_shardings(host, mesh))
+  fn = step_lib.make_train_step(hcfg, hgd, sizes.config, tgd, tx=tx, block_size=sizes.block_size,
+                                num_anchors=sizes.train_anchors, compute_dtype=jnp.bfloat16, schedule=schedule,
+                                state_sharding=state_sh)
+  shape = "x".join(str(x) for x in mesh.devices.shape)
+  return Program(f"train.{shape}", fn, (state, tparams, batch), {}, "train")
+
+
+def method_list(names) -> list[tuple[str, str, int]]:
+  known = {n: (n, m, b) for n, m, b in METHOD_RUNS}
+  bad = [n for n in names if n not in known]
+  if bad:
+    raise ValueError(f"unknown method run(s) {bad}; choose from {list(known)}")
+  return [known[n] for n in names]

@@ -1,0 +1,129 @@
+"""Compile one program and read its figures: memory per device, flops, bytes, HBM traffic, collectives."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import jax
+from jax.sharding import NamedSharding
+
+from glance_jax.aot import hlo
+from glance_jax.aot.programs import Program
+
+GB = 1e9
+
+
+def shape_classes(program: Program) -> dict[str, set]:
+  """Per-device (shard) shapes of the program's weights and caches, for the traffic breakdown."""
+  out = {"weights": set(), "head_weights": set(), "kv": set(), "head_kv": set()}
+  names = {1: "weights", 3: "head_weights"}
+
+  def add(label, leaf):
+    if isinstance(leaf, jax.ShapeDtypeStruct) and isinstance(leaf.sharding, NamedSharding) and leaf.ndim:
+      out[label].add(tuple(leaf.sharding.shard_shape(leaf.shape)))
+
+  for pos, label in names.items():
+    if program.kind != "train" and len(program.args) > pos:
+      jax.tree.map(lambda x, label=label: add(label, x), program.args[pos])
+  if program.kind == "train":
+    jax.tree.map(lambda x: add("weights", x), program.args[1])
+  state = program.args[4] if program.kind in ("round", "loop") else None
+  if state is not None:
+    jax.tree.map(lambda x: add("kv", x), state.cache.k)
+    jax.tree.map(lambda x: add("head_kv", x), tuple(state.head_k))
+  return out
+
+
+def _oom(msg: str) -> dict:
+  """Figures from the compiler's out-of-memory message ("Used 20.5G of 15.75G hbm")."""
+  m = re.search(r"Used ([\d.]+)([GMK]) of ([\d.]+)([GMK]) hbm", msg)
+  if not m:
+    return {}
+  unit = {"G": 2**30, "M": 2**20, "K": 2**10}
+  return dict(used_bytes=float(m.group(1)) * unit[m.group(2)], hbm_bytes=float(m.group(3)) * unit[m.group(4)])
+
+
+def compile_one(program: Program, hbm_bytes: int | None) -> tuple[dict, object | None]:
+  """-> (row of figures, compiled executable or None). Errors become the row's `error` line."""
+  row = dict(name=program.name, kind=program.kind)
+  t0 = time.perf_counter()
+  try:
+    compiled = program.fn.lower(*program.args, **program.kwargs).compile()
+  except Exception as e:  # the compiler's own message, first line: RESOURCE_EXHAUSTED, shape errors
+    msg = str(e)
+    row.update(error=f"{type(e).__name__}: {msg.splitlines()[0][:300] if msg else ''}", **_oom(msg),
+               compile_s=time.perf_counter() - t0)
+    if "used_bytes" in row:
+      row["fits"] = False
+    return row, None
+  row["compile_s"] = time.perf_counter() - t0
+  mem = compiled.memory_analysis()
+  row.update(argument_bytes=mem.argument_size_in_bytes, output_bytes=mem.output_size_in_bytes,
+             alias_bytes=mem.alias_size_in_bytes, temp_bytes=mem.temp_size_in_bytes,
+             code_bytes=mem.generated_code_size_in_bytes)
+  # donated outputs alias their arguments: the peak holds arguments + non-aliased outputs + temps
+  row["peak_bytes"] = (mem.argument_size_in_bytes + mem.output_size_in_bytes - mem.alias_size_in_bytes
+                       + mem.temp_size_in_bytes)
+  if hbm_bytes:
+    row["hbm_bytes"] = hbm_bytes
+    row["fits"] = row["peak_bytes"] <= hbm_bytes
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  row.update(flops=float(cost.get("flops", 0.0)), bytes_accessed_raw=float(cost.get("bytes accessed", 0.0)))
+  mod = hlo.Module(compiled.as_text(), shape_classes(program))
+  whole = mod.traffic()
+  row.update(hbm_read=whole.read, hbm_write=whole.write, hbm_traffic=whole.total,
+             hbm_by_class=dict(whole.by_class), hbm_by_op=dict(whole.by_op.most_common(8)),
+             collectives=dict(whole.collectives))
+  if program.kind == "loop":
+    body = mod.loop_body()
+    if body:
+      per = mod.traffic(body)
+      row.update(round_hbm_traffic=per.total, round_hbm_by_class=dict(per.by_class),
+                 round_collectives=dict(per.collectives))
+  return row, compiled
+
+
+def add_ratios(rows: list[dict]) -> None:
+  """round / AR figures: each round.<m>.b<B> against round.ar.b<B> (same batch)."""
+  by = {r["name"]: r for r in rows}
+  for r in rows:
+    m = re.match(r"round\.(\w+)\.b(\d+)$", r["name"])
+    if not m or "hbm_traffic" not in r:
+      continue
+    ar = by.get(f"round.ar.b{m.group(2)}")
+    if ar and ar.get("hbm_traffic"):
+      r["vs_ar"] = dict(hbm=r["hbm_traffic"] / ar["hbm_traffic"],
+                        raw_bytes=r["bytes_accessed_raw"] / max(ar["bytes_accessed_raw"], 1.0),
+                        flops=r["flops"] / max(ar["flops"], 1.0))
+
+
+def _gb(x) -> str:
+  return "" if x is None else f"{x / GB:.2f}"
+
+
+def markdown(rows: list[dict], header: str) -> str:
+  lines = [header, "",
+           "| program | args GB | out GB | temp GB | peak GB | fits | GFLOP | raw bytes GB | HBM traffic GB "
+           "| x AR (HBM / flops) | collectives GB | compile s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    if "error" in r:
+      peak = _gb(r.get("used_bytes"))
+      lines.append(f"| {r['name']} | | | | {peak} | {'no' if r.get('fits') is False else ''} | | | | | "
+                   f"| {r.get('compile_s', 0):.0f} |")
+      continue
+    ratio = r.get("vs_ar")
+    ratio = f"{ratio['hbm']:.2f} / {ratio['flops']:.2f}" if ratio else ""
+    coll = r.get("collectives", {})
+    lines.append(
+        f"| {r['name']} | {_gb(r['argument_bytes'])} | {_gb(r['output_bytes'])} | {_gb(r['temp_bytes'])} | "
+        f"{_gb(r['peak_bytes'])} | {'' if 'fits' not in r else ('yes' if r['fits'] else 'NO')} | "
+        f"{r['flops'] / 1e9:.2f} | {_gb(r['bytes_accessed_raw'])} | {_gb(r['hbm_traffic'])} | "
+        f"{ratio} | "
+        f"{' '.join(f'{k} {v / GB:.3f}' for k, v in sorted(coll.items()))} | {r['compile_s']:.0f} |")
+  errs = [r for r in rows if "error" in r]
+  if errs:
+    lines += ["", "Did not compile:", ""] + [f"- {r['name']}: {r['error']}" for r in errs]
+  return "\n".join(lines) + "\n"

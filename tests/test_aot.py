@@ -1,0 +1,84 @@
+"""Ahead-of-time TPU compiles from this CPU host (glance_jax.aot): every method's loop and round,
+prefill, regeneration and the train step, tiny size, sharded over a v5e:2x2 topology.
+
+Runs the command in a subprocess: libtpu is loaded there only (the rest of the suite runs with
+JAX_PLATFORMS=cpu, see conftest.py), and the report it writes is what is checked.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from glance_jax.aot import topology
+
+needs_libtpu = pytest.mark.skipif(topology.libtpu_version() is None, reason=topology.MISSING)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(*args, out=None):
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  cmd = [sys.executable, "-m", "glance_jax.aot", "--tiny", *args] + (["--out", str(out)] if out else [])
+  return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+@needs_libtpu
+def test_every_program_compiles_for_v5e(tmp_path):
+  r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--train-mesh", "1,4,1", out=tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  rep = json.loads((tmp_path / "report.json").read_text())
+  assert rep["meta"]["devices"] == 4 and rep["meta"]["device_kind"] == "TPU v5 lite"
+  rows = {p["name"]: p for p in rep["programs"]}
+  failed = {n: p["error"] for n, p in rows.items() if "error" in p}
+  assert not failed, failed
+  want = ["prefill.b1", "ar_step.b1", "regen.prefill.b4", "regen.loop.b4", "train.1x4x1"]
+  want += [f"{k}.{m}.b1" for k in ("round", "loop") for m in ("ar", "ngram", "chain", "glance15", "glance31",
+                                                                "glance63")]
+  assert sorted(want) == sorted(rows), sorted(rows)
+  for name, p in rows.items():
+    assert p["argument_bytes"] > 0 and p["temp_bytes"] >= 0 and p["fits"], (name, p)
+    assert p["flops"] > 0 and p["hbm_traffic"] > 0, (name, p)
+  # the weights are split 4 ways on the tensor axis: every round holds less than the whole model
+  assert rows["round.glance63.b1"]["vs_ar"]["flops"] > rows["round.glance15.b1"]["vs_ar"]["flops"] > 1.0
+  assert "| round.ar.b1 |" in (tmp_path / "report.md").read_text()
+
+
+@needs_libtpu
+def test_bad_topology_and_mesh_are_one_line(tmp_path):
+  r = _run("--topology", "v5e-bogus", "--programs", "prefill", out=tmp_path)
+  assert r.returncode == 2
+  line = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+  assert len(line) == 1 and "unknown TPU topology 'v5e-bogus'" in line[0] and "v5p:2x2x1" in line[0], r.stderr
+  r = _run("--topology", "v5e:2x2", "--mesh", "1,1,8", "--programs", "prefill", out=tmp_path)
+  line = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+  assert r.returncode == 2 and len(line) == 1 and "--mesh 1,1,8" in line[0] and "4 devices" in line[0], r.stderr
+
+
+HLO = """\
+%fused_computation.1 (param_0.1: bf16[64,4096], param_1.1: bf16[1,4096]) -> bf16[1,64] {
+  %param_0.1 = bf16[64,4096]{1,0:T(8,128)(2,1)S(1)} parameter(0)
+  %param_1.1 = bf16[1,4096]{1,0:T(8,128)(2,1)} parameter(1)
+  ROOT %dot.1 = bf16[1,64]{1,0} dot(%param_1.1, %param_0.1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}
+
+ENTRY %main (param.1: bf16[256,4096], param.2: bf16[1,4096]) -> bf16[1,64] {
+  %param.1 = bf16[256,4096]{1,0:T(8,128)(2,1)} parameter(0)
+  %param.2 = bf16[1,4096]{1,0:T(8,128)(2,1)} parameter(1)
+  %slice-start = ((bf16[256,4096]{1,0:T(8,128)(2,1)}), bf16[64,4096]{1,0:T(8,128)(2,1)S(1)}, s32[]{:S(2)}) slice-start(%param.1), slice={[0:64], [0:4096]}
+  %slice-done = bf16[64,4096]{1,0:T(8,128)(2,1)S(1)} slice-done(%slice-start)
+  ROOT %fusion = bf16[1,64]{1,0:T(8,128)(2,1)} fusion(%slice-done, %param.2), kind=kOutput, calls=%fused_computation.1
+}
+"""
+
+
+def test_hbm_traffic_counts_a_vmem_prefetch_once():
+  from glance_jax.aot import hlo
+  t = hlo.Module(HLO, {"weights": {(64, 4096)}}).traffic()
+  # the [64, 4096] slice is read from HBM once (into VMEM, S(1)); the fusion reads that VMEM copy
+  # (not counted) plus the [1, 4096] HBM activation, and writes [1, 64] to HBM
+  assert t.read == 64 * 4096 * 2 + 4096 * 2
+  assert t.write == 64 * 2
+  assert t.by_class["weights.read"] == 64 * 4096 * 2
