@@ -219,16 +219,7 @@ def build_tree_best_first(
   """The previous builder (N sequential pops of a frontier, module docstring): kept as the
   reference `build_tree` is tested against and for the before / after round split.
 
-  Args:
-    log_q: [L, V] float log-marginals of the draft at depths 1..L (rows must
-      be log-probabilities). Use `jax.vmap` for a batch.
-    num_nodes: N, the static number of tree nodes (root excluded).
-    top_k: K, the static number of ranks kept per depth; defaults to
-      min(N, V), which is exact (see module docstring). Smaller K restricts
-      the tree to the K best tokens per depth (K = 1 gives the argmax chain).
-
-  Returns:
-    A `Tree` with N nodes in non-increasing score order.
+  Same arguments and result as `build_tree`.
   """
   depth_l, _, n, k = _check_args(log_q, num_nodes, top_k)
 
