@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/round_cost.py`
 
 from benchmarks import decode_report as dr  # noqa: E402
 
-SIZES = ("tiny", "small", "medium")
+SIZES = ("tiny", "small", "medium", "testbed")  # testbed: the shipped testbed target's shapes
 BUDGETS = (1, 15, 31, 63)
 
 
@@ -130,6 +130,41 @@ N must reach to break even with AR on this machine. Parts are timed alone (sum /
 they account for the round). predicted speedup = tau(N) / (t_round / t_AR)."""
 
 
+# --- the cost table glance-auto reads (decode/budget.py) ------------------------------------------
+
+def cost_table(res: dict, config, head_layers: int, block_size: int = 16) -> dict:
+  """One size's split -> the `--round-cost` JSON: t(w) / t_AR per verify width of a glance-auto round,
+  from the sums of the timed parts (each phase timed over many in-program repetitions: far steadier
+  on a shared machine than the few whole-loop runs, which are kept in the JSON as `whole_round_ms`).
+  w > 0: draft + tree + verify + walk of glance-w; w = 0: AR's verify + walk plus the draft and the
+  smallest tree (an auto round always drafts, even when it then verifies the root alone)."""
+  import jax
+
+  from glance_jax.decode.budget import COST_SCHEMA
+  rows = [r for r in res["rows"]]
+  t_ar = next(r for r in rows if r["method"] == "ar")["sum_ms"]
+  glance = sorted((r for r in rows if r["method"] == "glance"), key=lambda r: r["budget"])
+  widths = {str(r["budget"]): r["sum_ms"] / t_ar for r in glance}
+  widths["0"] = (t_ar + glance[0]["draft_ms"] + glance[0]["tree_ms"]) / t_ar
+  t = config.text
+  return {"schema": COST_SCHEMA, "t_over_ar": dict(sorted(widths.items(), key=lambda kv: int(kv[0]))),
+          "t_ar_ms": t_ar, "whole_round_ms": {("ar" if r["method"] == "ar" else str(r["budget"])): r["round_ms"]
+                                                for r in rows},
+          "meta": {"size": res["size"], "hidden_size": t.hidden_size, "num_layers": t.num_hidden_layers,
+                   "vocab_size": t.vocab_size, "head_layers": head_layers, "block_size": block_size,
+                   "backend": jax.default_backend(), "device": str(jax.devices()[0].device_kind),
+                   "batch": 1, "context": res["context"]}}
+
+
+def _config(size: str):
+  if size == "testbed":
+    from glance_jax.config import Qwen3VLConfig
+    from glance_jax.testbed import paths
+    return Qwen3VLConfig.from_json_file(paths.TARGET / "config.json")
+  from benchmarks import target_speed
+  return target_speed.make_config(size)
+
+
 # --- CLI -------------------------------------------------------------------------------------------
 
 def _ints(s: str) -> tuple[int, ...]:
@@ -147,12 +182,15 @@ def main(argv=None) -> dict:
   ap.add_argument("--repeats", type=int, default=5)
   ap.add_argument("--target-ms", type=float, default=25.0, help="each timed phase call lasts about this long")
   ap.add_argument("--json", default=None, help="write the results here")
+  ap.add_argument("--cost-table", default=None,
+                  help="write the glance-auto round-cost table (decode.py bench --round-cost) of the first "
+                       "size here; --budgets should then hold auto's widths (e.g. 15,31,63)")
   args = ap.parse_args(argv)
   from benchmarks import target_speed  # imports torch: only once the arguments are good
   sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
   for s in sizes:
-    if s not in target_speed.SIZES:
-      ap.error(f"unknown size {s!r}; choose from {', '.join(target_speed.SIZES)}")
+    if s not in SIZES:
+      ap.error(f"unknown size {s!r}; choose from {', '.join(SIZES)}")
   budgets = _ints(args.budgets)
   if not budgets or min(budgets) < 1:
     ap.error(f"--budgets must be integers >= 1, got {args.budgets!r}")
@@ -168,7 +206,7 @@ def main(argv=None) -> dict:
   t0 = time.perf_counter()
   s = dr.split(sizes=sizes, budgets=budgets, context=args.context, head_layers={z: args.head_layers for z in sizes},
                target_ms=args.target_ms, repeats=args.repeats, new_tokens=args.new_tokens, chain=False,
-               configs={z: target_speed.make_config(z) for z in sizes})
+               configs={z: _config(z) for z in sizes})
   out = []
   print(f"\n## Cost of a round (oracle drafter: every round accepts 15), {args.repeats} interleaved repeats, medians\n")
   for res in s["results"]:
@@ -178,6 +216,10 @@ def main(argv=None) -> dict:
                     rows=rows, best=best_budget(rows)))
     print(table(res, rows) + "\n")
   print(NOTES)
+  if args.cost_table:
+    tab = cost_table(s["results"][0], _config(sizes[0]), args.head_layers)
+    pathlib.Path(args.cost_table).write_text(json.dumps(tab, indent=1) + "\n")
+    print(f"cost table ({sizes[0]}): t(w) / t_AR = {tab['t_over_ar']} -> {args.cost_table}")
   report = dict(command=command, platform=jax.devices()[0].platform, cpu_cores=os.cpu_count(), taus=taus,
                 budgets=list(budgets), repeats=args.repeats, sizes=out, split=s)
   return dr.finish(report, t0, args.json)

@@ -105,3 +105,33 @@ def test_ar_loop_equals_hf_greedy_generate():
   for method in ("ar", "ngram"):
     res = generate(target, inputs, method=method, budget=15, max_new_tokens=24, stop_tokens=())
     np.testing.assert_array_equal(res.tokens[0], ref)
+
+
+@pytest.mark.parametrize("cost", [(1.0, 50.0, 60.0, 70.0), (50.0, 1.0, 60.0, 70.0), (50.0, 60.0, 1.0, 70.0),
+                                  (50.0, 60.0, 70.0, 1.0), (2.0, 9.0, 11.0, 14.0)])
+def test_lossless_auto_budget_at_every_width(setup, cost):
+  """glance-auto with cost tables that force each width (0 = AR step, 15, 31, 63) and a mixed one:
+  always AR's tokens; the forced tables really run only that width."""
+  from glance_jax.decode import budget
+  target, head, batches, stops, refs = setup
+  rc = budget.RoundCost(dict(zip((0, 15, 31, 63), cost)))
+  seen = set()
+  for b, ref in zip(batches[:3], refs[:3]):
+    res = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=rc,
+                   max_new_tokens=MAX_NEW, stop_tokens=stops)
+    assert [list(t) for t in res.tokens] == _rows(ref), cost
+    seen |= set(res.widths.tolist())
+  if min(cost) == 1.0:
+    assert seen == {(0, 15, 31, 63)[cost.index(1.0)]}, seen
+
+
+def test_ngram_verifies_only_what_it_needs(setup):
+  """ngram rounds with no match are AR steps (width 0); the others use the smallest width holding
+  the proposal; lossless either way."""
+  target, head, batches, stops, refs = setup
+  widths = set()
+  for b, ref in zip(batches[:2], refs[:2]):
+    res = generate(target, b, method="ngram", budget=15, max_new_tokens=MAX_NEW, stop_tokens=stops)
+    assert [list(t) for t in res.tokens] == _rows(ref)
+    widths |= set(res.widths.tolist())
+  assert widths <= {0, 3, 7, 15} and len(widths) >= 2, widths

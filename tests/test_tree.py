@@ -30,6 +30,7 @@ _build_batched = jax.jit(
         lambda row: tree_lib.build_tree(row, num_nodes=num_nodes))(lq),
     static_argnames=('num_nodes',),
 )
+_old = jax.jit(tree_lib.build_tree_best_first, static_argnames=('num_nodes', 'top_k'))
 _chain = jax.jit(tree_lib.chain_tree)
 _mask_from_parents = jax.jit(tree_lib.ancestor_mask_from_parents)
 
@@ -222,6 +223,24 @@ def test_matches_brute_force(problem):
   assert (t['tokens'] < vocab).all() and (t['depths'] <= depth_l).all()
   _check_structure(t, padded)
   _check_top_n(t, lq)
+  _check_same_as_best_first(t, _to_numpy(_old(jnp.asarray(padded), num_nodes=num_nodes)), lq)
+
+
+def _check_same_as_best_first(t, old, lq):
+  """The level-synchronous builder against the previous best-first one: the same scores in the
+  same order, the same node set unless the N-th score is tied outside the tree, and the same node
+  at every position whose score is distinct from its neighbours'."""
+  np.testing.assert_array_equal(t['scores'], old['scores'])
+  np.testing.assert_array_equal(t['valid'], old['valid'])
+  n = len(t['tokens'])
+  _, rest = _brute_force(lq, n)
+  paths, old_paths = _paths(t), _paths(old)
+  if not rest or t['scores'][-1] > rest[0][1]:
+    assert set(paths) == set(old_paths)
+  s = t['scores']
+  for i in range(n):
+    if (i == 0 or s[i] != s[i - 1]) and (i == n - 1 or s[i] != s[i + 1]):
+      assert paths[i] == old_paths[i], i
 
 
 @pytest.mark.parametrize('depth_l,vocab', [(1, 2), (1, 3), (2, 2), (2, 3),
@@ -265,6 +284,9 @@ def test_large(num_nodes, depth_l, vocab):
   np.testing.assert_allclose(
       t['scores'], _heap_reference(lq, num_nodes, min(num_nodes, vocab)),
       rtol=0, atol=1e-5)
+  old = _to_numpy(_old(jnp.asarray(lq), num_nodes=num_nodes))
+  for key in ('tokens', 'parents', 'depths', 'scores', 'valid', 'ancestor_mask'):
+    np.testing.assert_array_equal(t[key], old[key])  # continuous scores: no ties
   # The best node is the argmax chain's first token.
   assert t['tokens'][0] == lq[0].argmax() and t['parents'][0] == -1
   assert t['depths'].max() <= depth_l
@@ -346,3 +368,14 @@ def test_bad_arguments():
     tree_lib.build_tree(lq, num_nodes=4, top_k=5)
   with pytest.raises(ValueError):
     tree_lib.build_tree(lq[0], num_nodes=4)
+
+
+def test_every_prefix_is_the_top_n_tree():
+  """The first n nodes of the N-node tree are the n-node tree (what the per-round budget uses)."""
+  lq = jnp.asarray(_log_softmax(np.random.default_rng(6).normal(size=(15, 64)) * 2))
+  big = _to_numpy(_build(lq, num_nodes=63))
+  for n in (1, 15, 31):
+    small = _to_numpy(_build(lq, num_nodes=n))
+    for key in ('tokens', 'parents', 'depths', 'scores', 'valid'):
+      np.testing.assert_array_equal(small[key], big[key][:n])
+    np.testing.assert_array_equal(small['ancestor_mask'], big['ancestor_mask'][:n + 1, :n + 1])

@@ -22,7 +22,7 @@ from glance_jax.bench import report as rep
 from glance_jax.bench.runner import PAD_MULTIPLE, method_choices, parse_methods
 
 DEFAULT_METHODS = "ar,ngram,chain,glance"
-DEFAULT_BUDGETS = "15,31,47,63"
+DEFAULT_BUDGETS = "15,31,47,63,auto"
 
 
 def default_bench_inputs(model: str | None, head: str | None, task_files: list[str]
@@ -60,13 +60,15 @@ def _methods(text: str) -> str:
   return text
 
 
-def _budgets(text: str) -> list[int]:
+def _budgets(text: str) -> list[int | str]:
+  """'15,63,auto' -> [15, 63, 'auto'] (auto = glance-auto, the width chosen per round)."""
+  parts = [x.strip() for x in text.split(",") if x.strip()]
   try:
-    out = [int(x) for x in text.split(",") if x.strip()]
+    out = [x if x == "auto" else int(x) for x in parts]
   except ValueError:
-    raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-  if not out or min(out) < 1:
-    raise argparse.ArgumentTypeError(f"budgets must be integers >= 1, got {text!r}")
+    raise argparse.ArgumentTypeError(f"expected comma-separated integers or 'auto', got {text!r}") from None
+  if not out or min([x for x in out if x != "auto"] or [1]) < 1:
+    raise argparse.ArgumentTypeError(f"budgets must be integers >= 1 or 'auto', got {text!r}")
   return out
 
 
@@ -82,7 +84,10 @@ def parser() -> argparse.ArgumentParser:
                  help=f"comma-separated, from {method_choices()}; glance runs at every --budgets "
                       f"value; ar is always run (the base) (default {DEFAULT_METHODS})")
   p.add_argument("--budgets", type=_budgets, default=_budgets(DEFAULT_BUDGETS),
-                 help=f"glance tree budgets N (default {DEFAULT_BUDGETS})")
+                 help=f"glance tree budgets N; auto = glance-auto, the verify width chosen per round from "
+                      f"the tree's scores and --round-cost (default {DEFAULT_BUDGETS})")
+  p.add_argument("--round-cost", help="round-cost table JSON for glance-auto (benchmarks/round_cost.py "
+                                      "--cost-table; default: the built-in testbed table)")
   p.add_argument("--max-new-tokens", type=int, default=64)
   p.add_argument("--limit", type=int, default=None, help="first N prompts of each task")
   p.add_argument("--repeats", type=int, default=3, help="timed runs per prompt and method")
@@ -126,6 +131,22 @@ def _image_test(target, head, records, args, budget: int) -> tuple[dict | None, 
     return None, f"--image-test failed: {type(e).__name__}: {e}"
 
 
+def _round_cost(path: str | None, target, block_size: int):
+  """The cost table glance-auto uses: --round-cost FILE or the built-in one; a table measured for
+  another target size or device is a warning naming the file and what differs (not fatal: the choice
+  of width never changes tokens, only speed)."""
+  import jax
+
+  from glance_jax.decode import budget as budget_lib
+  rc = budget_lib.read_round_cost(path) if path else budget_lib.default_round_cost()
+  t = target.config.text
+  expect = {"hidden_size": t.hidden_size, "num_layers": t.num_hidden_layers, "vocab_size": t.vocab_size,
+            "backend": jax.default_backend(), "block_size": block_size}
+  for line in rc.check_matches(expect):
+    _say(f"warning: {line}")
+  return rc
+
+
 def run(args) -> dict[str, Any]:
   import jax
 
@@ -160,6 +181,8 @@ def run(args) -> dict[str, Any]:
   errors += probs
 
   kw = dict(max_new_tokens=args.max_new_tokens, seed=args.seed)
+  if any(m.auto for m in methods):
+    kw["round_cost"] = _round_cost(args.round_cost, target, block_size)
   n_sig = runner.num_signatures(prompts)
   total = len(methods) * (n_sig + args.repeats * sum(len(p) for p in prompts.values()))
   progress = Progress(total, desc="compile") if total else None
@@ -190,7 +213,8 @@ def run(args) -> dict[str, Any]:
     progress.close()
 
   if args.image_test:
-    budget = max(args.budgets)
+    budget = max(m.budget for m in methods if m.method == "glance") if any(
+        m.method == "glance" for m in methods) else 63
     for t in tasks:
       if t.name not in tasks_out:
         continue
@@ -207,14 +231,15 @@ def run(args) -> dict[str, Any]:
   report = {
       "schema": rep.SCHEMA_VERSION,
       "config": {"model": str(model), "head": head_path, "task_files": [str(f) for f in files],
-                 "methods": [m.label for m in methods], "budgets": list(args.budgets),
+                 "methods": [m.label for m in methods],
+                 "budgets": [b for b in args.budgets if b != "auto"], "round_cost": args.round_cost,
                  "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,
                  "seed": args.seed, "dtype": args.dtype, "pad_multiple": args.pad_multiple,
                  "block_size": block_size, "image_test": bool(args.image_test)},
       "environment": {"jax": jax.__version__, "backend": jax.default_backend(),
                       "device": str(jax.devices()[0].device_kind), "cpu_count": os.cpu_count(),
                       "compiles": n_sig * len(methods), "compile_s": compile_s, "wall_s": 0.0},
-      "methods": [{"label": m.label, "method": m.method, "budget": m.budget} for m in methods],
+      "methods": [{"label": m.label, "method": m.method, "budget": m.budget, "auto": m.auto} for m in methods],
       "tasks": tasks_out,
       "geomean": rep.geomean_speedups(times_by_task, methods, seed=args.seed),
       "entropy_law": law,

@@ -338,7 +338,7 @@ def write_plots(report: Mapping[str, Any], out_dir: str) -> list[str]:
     paths.append(plot_deciles(analysis, os.path.join(out_dir, "deciles.png")))
     if any(t["copy_regime"] for t in tasks.values()):
       paths.append(plot_cap_vs_floor(analysis, os.path.join(out_dir, "cap_vs_floor.png")))
-  budget = {m["label"]: m["budget"] for m in report["methods"] if m["method"] == "glance"}
+  budget = {m["label"]: m["budget"] for m in report["methods"] if m["method"] == "glance" and not m.get("auto")}
   rows = [{"task": name, "N": budget[label], **t["methods"][label]["speedup_vs_ar"]}
           for name, t in report["tasks"].items() for label in budget]
   rows += [{"task": "geomean", "N": budget[label], **report["geomean"][label]}

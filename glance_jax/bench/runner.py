@@ -29,17 +29,22 @@ PAD_MULTIPLE = 32
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-  """A benchmarked configuration: `glance-63` is method glance at budget N = 63."""
+  """A benchmarked configuration: `glance-63` is method glance at budget N = 63; `glance-auto` is
+  glance with the verify width chosen per round among decode.budget.auto_widths(budget)."""
   label: str
   method: str
   budget: int
+  auto: bool = False
 
 
 def method_choices() -> str:
-  return ", ".join([*METHODS, "glance-N"])
+  return ", ".join([*METHODS, "glance-N", "glance-auto"])
 
 
-def parse_methods(text: str, budgets: Sequence[int], depth: int = 15) -> list[Method]:
+AUTO = Method("glance-auto", "glance", 63, auto=True)
+
+
+def parse_methods(text: str, budgets: Sequence[int | str], depth: int = 15) -> list[Method]:
   """"ar,ngram,chain,glance" -> Methods; `glance` expands to glance-N per budget, `glance-N` names
   one budget. ar (the speedup base) is always first. chain and ngram are depth-capped chains: budget
   = depth (L = block_size - 1). Raises ValueError naming the unknown method and the valid choices."""
@@ -48,7 +53,9 @@ def parse_methods(text: str, budgets: Sequence[int], depth: int = 15) -> list[Me
     if not name:
       continue
     if name == "glance":
-      new = [Method(f"glance-{n}", "glance", int(n)) for n in budgets]
+      new = [AUTO if n == "auto" else Method(f"glance-{n}", "glance", int(n)) for n in budgets]
+    elif name == "glance-auto":
+      new = [AUTO]
     elif (m := re.fullmatch(r"glance-(\d+)", name)) and int(m[1]) >= 1:
       new = [Method(name, "glance", int(m[1]))]
     elif name in ("chain", "ngram"):
@@ -125,6 +132,10 @@ def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = 
 
 def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
   from glance_jax.decode.generate import generate
+  kw = dict(kw)
+  round_cost = kw.pop("round_cost", None)
+  if m.auto:
+    kw.update(auto=True, round_cost=round_cost)
   return generate(target, prompt.inputs, head=head if m.method in ("chain", "glance") else None,
                   method=m.method, budget=m.budget, **kw)
 

@@ -58,10 +58,24 @@ def ngram_tree(history: jax.Array, length: jax.Array, depth: int, max_ngram: int
   return chain_from_tokens(tokens, valid)
 
 
+def first_nodes(tree: DraftTree, w: int) -> DraftTree:
+  """The first w nodes (static w) as a tree of their own: a chain's prefix, or the top-w tree of a
+  score-ordered build_tree (every prefix of its nodes is prefix-closed)."""
+  if w == tree.tokens.shape[1]:
+    return tree
+  return DraftTree(tree.tokens[:, :w], tree.parents[:, :w], tree.depths[:, :w], tree.valid[:, :w],
+                   tree.ancestor_mask[:, : w + 1, : w + 1])
+
+
 def head_tree(log_q: jax.Array, method: str, budget: int) -> DraftTree:
   """log_q [B, L, V] head log-marginals -> the chain (depth min(budget, L)) or the top-N tree."""
+  return scored_head_tree(log_q, method, budget)[0]
+
+
+def scored_head_tree(log_q: jax.Array, method: str, budget: int) -> tuple[DraftTree, jax.Array]:
+  """head_tree plus the nodes' scores float32 [B, N] (best first for glance; -inf = padding)."""
   if method == "chain":
     t = jax.vmap(tree_lib.chain_tree)(log_q[:, : min(budget, log_q.shape[1])])
   else:
     t = jax.vmap(lambda lq: tree_lib.build_tree(lq, num_nodes=budget))(log_q)
-  return DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask)
+  return DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask), t.scores

@@ -44,6 +44,7 @@ class GenerationResult:
   method: str
   budget: int
   draft_passes_per_round: int
+  widths: np.ndarray | None = None  # per round: the verify width (rows after the root) it used
 
   @property
   def rounds(self) -> np.ndarray:
@@ -63,7 +64,8 @@ class GenerationResult:
 def generate(target, inputs, *, head: Head | None = None, method: str = "glance", budget: int = 63,
              max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              seed: int = 0, stop_tokens: Sequence[int] | None = None, block_size: int = 16,
-             max_length: int | None = None, oracle_tokens: np.ndarray | None = None) -> GenerationResult:
+             max_length: int | None = None, oracle_tokens: np.ndarray | None = None, auto: bool = False,
+             round_cost=None) -> GenerationResult:
   """Decodes `inputs` (ModelInputs, one or several rows) with the given method.
 
   method: ar | ngram | chain | glance. budget: N tree nodes for glance; draft depth cap for chain and
@@ -72,6 +74,9 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   oracle_tokens (benchmarks/tests only): int [B, >= max_new_tokens], the target's known continuation;
   the head's marginals are pushed onto it so that the tree contains it (measures the walk/commit and
   round cost at full acceptance on random weights).
+  auto (glance): each round verifies the top-w tree for the w among budget.auto_widths(budget) that
+  maximises expected tokens per unit of round cost; round_cost: a budget.RoundCost (default: the
+  built-in table, budget.default_round_cost()).
   """
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
@@ -89,9 +94,16 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     raise ValueError(f"budget must be >= 1, got {budget}")
   if method in ("chain", "ngram"):  # depth-capped chains: one compiled loop for every budget >= L
     budget = min(int(budget), block_size - 1)
+  cost, calib = (), ()
+  if auto:
+    if method != "glance":
+      raise ValueError(f"auto budgets need method glance, got {method!r}")
+    from glance_jax.decode import budget as budget_lib
+    rc = round_cost if round_cost is not None else budget_lib.default_round_cost()
+    cost, calib = rc.costs(budget_lib.auto_widths(int(budget))), rc.calibration
   cfg = LoopConfig(method=method, budget=int(budget), max_new_tokens=int(max_new_tokens), block_size=block_size,
                    sampling=sampling, tap_layers=tap_layers, mask_token_id=mask_id,
-                   oracle=oracle_tokens is not None)
+                   oracle=oracle_tokens is not None, auto=bool(auto), cost=cost, calib=calib)
   ids = np.asarray(inputs.input_ids)
   need = cfg.slots_needed(ids.shape[1])
   max_length = max_length or need
@@ -119,7 +131,8 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   return GenerationResult(tokens=[out[b, : count[b]] for b in range(ids.shape[0])],
                           accepted=[rec_a[b][live[b]] for b in range(ids.shape[0])],
                           root_entropy=[rec_h[b][live[b]] for b in range(ids.shape[0])],
-                          method=method, budget=int(budget), draft_passes_per_round=draft_passes(cfg))
+                          method=method, budget=int(budget), draft_passes_per_round=draft_passes(cfg),
+                          widths=np.asarray(state.rec_width)[: int(state.rounds)])
 
 
 def _oracle_array(tokens, batch: int, cfg: LoopConfig) -> jax.Array:

@@ -19,9 +19,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from glance_jax.decode import budget as budget_lib
 from glance_jax.decode import drafters
 from glance_jax.decode.sampling import SamplingConfig, choose, entropy
-from glance_jax.decode.verify import commit_kv, walk
+from glance_jax.decode.verify import WalkResult, commit_kv, walk
 from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask, init_cache, write_rows
 from glance_jax.qwen3_vl.engine import last_rows
 
@@ -45,6 +46,9 @@ class LoopConfig:
   max_ngram: int = 3
   oracle: bool = False             # benchmark/test only: the head's marginals are pushed onto a
                                    # given continuation (DecodeState.oracle), so the tree holds it
+  auto: bool = False               # glance: verify width chosen per round (decode/budget.py)
+  cost: tuple[float, ...] = ()     # auto: round cost t(w) / t_AR per width of `widths`
+  calib: tuple = ()                # auto: (predicted, observed) knots of the E[A] calibration
 
   def __post_init__(self):
     if self.method not in METHODS:
@@ -53,6 +57,21 @@ class LoopConfig:
       raise ValueError(f"budget must be >= 1, got {self.budget}")
     if self.max_new_tokens < 1:
       raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+    if self.auto and self.method != "glance":
+      raise ValueError(f"auto budgets need method glance, got {self.method!r}")
+    if self.auto and len(self.cost) != len(self.widths):
+      raise ValueError(f"auto budgets need one round cost per width {self.widths}, got {self.cost}")
+
+  @property
+  def widths(self) -> tuple[int, ...]:
+    """The static verify widths this loop compiles (decode/budget.py); one = no switch."""
+    if self.method == "ar":
+      return (0,)
+    if self.method == "ngram":
+      return budget_lib.ngram_widths(self.num_nodes)
+    if self.auto:
+      return budget_lib.auto_widths(self.num_nodes)
+    return (self.num_nodes,)
 
   @property
   def depth(self) -> int:
@@ -95,6 +114,7 @@ class DecodeState:
   rounds: jax.Array         # int32 []
   rec_accepted: jax.Array   # int32 [B, R]: A per round (-1 once the row is done)
   rec_entropy: jax.Array    # float32 [B, R]: target entropy at the round's root
+  rec_width: jax.Array      # int32 [R]: verify width of each round (-1 = not run)
   key: jax.Array
   oracle: jax.Array         # int32 [B, M]: the known continuation (oracle drafter), else [B, 0]
 
@@ -153,17 +173,19 @@ def prefill_state(tgd, tparams, hgd, hparams, input_ids, attention_mask, positio
                      head_k=head_k, head_v=head_v, ctx_len=lengths, pending=pending,
                      n_pending=jnp.zeros((b,), jnp.int32), out=out, count=jnp.ones((b,), jnp.int32), done=done,
                      rounds=jnp.int32(0), rec_accepted=jnp.full((b, n_rec), -1, jnp.int32),
-                     rec_entropy=jnp.zeros((b, n_rec), jnp.float32), key=key, oracle=oracle)
+                     rec_entropy=jnp.zeros((b, n_rec), jnp.float32),
+                     rec_width=jnp.full((n_rec,), -1, jnp.int32), key=key, oracle=oracle)
 
 
 def _draft(head, target, st: DecodeState, cfg: LoopConfig):
-  """One head pass -> (DraftTree, updated head cache). Projects last round's features first."""
+  """One head pass -> ((DraftTree, node scores [B, N] or None), updated state). Projects last round's
+  features into the head's context cache first."""
   b = st.root.shape[0]
   if not cfg.uses_head:
     if cfg.method == "ar":
-      return drafters.empty_tree(b), st
+      return (drafters.empty_tree(b), None), st
     tree = drafters.ngram_tree(st.history, st.cache.length + 1, cfg.num_nodes, cfg.max_ngram)
-    return tree, st
+    return (tree, None), st
   c = cfg.depth + 1
   ctx = head.project_context(st.pending)                                  # [B, C, H]
   k, v = head.context_kv(ctx, _text_positions(st.ctx_len + st.rope_delta, jnp.arange(c)))
@@ -181,26 +203,67 @@ def _draft(head, target, st: DecodeState, cfg: LoopConfig):
     idx = jnp.clip(st.count[:, None] + jnp.arange(cfg.depth)[None], 0, st.oracle.shape[1] - 1)
     future = jnp.take_along_axis(st.oracle, idx, axis=1)                  # [B, L]
     log_q = jax.nn.log_softmax(log_q + 50.0 * jax.nn.one_hot(future, log_q.shape[-1]), axis=-1)
-  tree = drafters.head_tree(log_q, cfg.method, cfg.budget)
-  return tree, st.replace(head_k=head_k, head_v=head_v, ctx_len=ctx_len, n_pending=jnp.zeros_like(st.n_pending))
+  tree, scores = drafters.scored_head_tree(log_q, cfg.method, cfg.budget)
+  return (tree, scores), st.replace(head_k=head_k, head_v=head_v, ctx_len=ctx_len, n_pending=jnp.zeros_like(st.n_pending))
+
+
+def _ar_result(choice: jax.Array, c: int) -> WalkResult:
+  """The width-0 round (no draft rows, so no walk): the root's choice is the bonus, nothing accepted."""
+  b = choice.shape[0]
+  zeros = jnp.zeros((b, c), jnp.int32)
+  return WalkResult(jnp.zeros((b,), jnp.int32), zeros, zeros.at[:, 0].set(choice[:, 0]), choice[:, 0])
+
+
+def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int):
+  """Verifies the root plus the first w nodes in one target pass, walks, commits.
+
+  Returns (cache, WalkResult with C = L + 1 commit rows (1 for ar), features of the committed rows
+  [B, C, F] (None without a head), root entropy [B])."""
+  b = st.root.shape[0]
+  sub = drafters.first_nodes(tree, w)
+  ids = jnp.concatenate([st.root[:, None], sub.tokens], axis=1)           # [B, w + 1]
+  depth = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), sub.depths], axis=1)
+  pos = _text_positions(st.cache.length + st.rope_delta, depth)
+  h, cache, taps = target(ids, pos, st.cache, sub.ancestor_mask,
+                          tap_layers=cfg.tap_layers if cfg.uses_head else ())
+  logits = target.logits(h)                                               # [B, w + 1, V] fp32
+  choice = choose(logits, key, cfg.sampling)
+  c = cfg.depth + 1 if max(cfg.widths) else 1
+  if w:
+    res = walk(sub, choice, cfg.depth)
+    advance = jnp.where(live, res.accepted + 1, 0)
+    cache = commit_kv(cache, res.commit_rows, advance)
+  else:  # the root's K/V already sit at slot `length`: nothing to move
+    res = _ar_result(choice, c)
+    cache = cache.replace(length=cache.length + jnp.where(live, 1, 0))
+  pending = None
+  if cfg.uses_head:
+    feats = _feats(taps, cfg.tap_layers)                                  # [B, w + 1, F]
+    pending = jnp.take_along_axis(feats, res.commit_rows[:, :, None], axis=1)
+  return cache, res, pending, entropy(logits[:, 0])
+
+
+def _choose_width(cfg: LoopConfig, tree, scores, live) -> jax.Array:
+  """Index into cfg.widths for this round (decode/budget.py)."""
+  if cfg.method == "ngram":
+    need = jnp.max(jnp.where(live, jnp.sum(tree.valid, axis=1), 0))
+    return budget_lib.smallest_width_holding(need, cfg.widths)
+  return budget_lib.best_width(scores, live, cfg.widths, cfg.cost, cfg.calib)
 
 
 def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState) -> DecodeState:
   target = nnx.merge(tgd, tparams)
   head = nnx.merge(hgd, hparams) if cfg.uses_head else None
-  tree, st = _draft(head, target, st, cfg)
-  b = st.root.shape[0]
-  # verify: root + N nodes at positions root_pos + depth, ancestor-masked, one pass
-  ids = jnp.concatenate([st.root[:, None], tree.tokens], axis=1)           # [B, R]
-  depth = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), tree.depths], axis=1)
-  pos = _text_positions(st.cache.length + st.rope_delta, depth)
-  h, cache, taps = target(ids, pos, st.cache, tree.ancestor_mask,
-                          tap_layers=cfg.tap_layers if cfg.uses_head else ())
-  logits = target.logits(h)                                               # [B, R, V] fp32
-  key, sub = jax.random.split(st.key)
-  choice = choose(logits, sub, cfg.sampling)
-  res = walk(tree, choice, cfg.depth if cfg.num_nodes else 0)
+  (tree, scores), st = _draft(head, target, st, cfg)
   live = ~st.done
+  key, sub = jax.random.split(st.key)
+  branches = [functools.partial(_verify, target, cfg, st, tree, live, sub, w) for w in cfg.widths]
+  if len(branches) == 1:
+    idx = jnp.int32(0)
+    cache, res, pending, root_h = branches[0]()
+  else:
+    idx = _choose_width(cfg, tree, scores, live)
+    cache, res, pending, root_h = jax.lax.switch(idx, branches)
   # emit: A accepted + bonus, cut at the first stop token and at max_new_tokens
   n_new = res.accepted + 1
   c = res.new_tokens.shape[1]
@@ -213,22 +276,20 @@ def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState) 
   out = jnp.where(live[:, None], out, st.out)
   count = st.count + n_emit
   done = st.done | (live & ((first_stop < n_new) | (count >= cfg.max_new_tokens)))
-  # commit: root + path K/V into place, features kept for the next draft
-  advance = jnp.where(live, n_new, 0)
-  cache = commit_kv(cache, res.commit_rows, advance)
   history = write_rows(st.history[..., None], res.new_tokens[..., None], st.cache.length + 1)[..., 0]
   history = jnp.where(live[:, None], history, st.history)
-  pending, n_pending = st.pending, st.n_pending
+  n_pending = st.n_pending
   if cfg.uses_head:
-    feats = _feats(taps, cfg.tap_layers)                                  # [B, R, F]
-    pending = jnp.take_along_axis(feats, res.commit_rows[:, :, None], axis=1)
     n_pending = jnp.where(live, n_new, 0)
+  else:
+    pending = st.pending
   r = st.rounds
   rec_a = st.rec_accepted.at[:, r].set(jnp.where(live, res.accepted, -1))
-  rec_h = st.rec_entropy.at[:, r].set(jnp.where(live, entropy(logits[:, 0]), 0.0))
+  rec_h = st.rec_entropy.at[:, r].set(jnp.where(live, root_h, 0.0))
+  rec_w = st.rec_width.at[r].set(jnp.asarray(cfg.widths, jnp.int32)[idx])
   return st.replace(cache=cache, root=jnp.where(live, res.bonus, st.root), history=history, pending=pending,
                     n_pending=n_pending, out=out, count=count, done=done, rounds=r + 1, rec_accepted=rec_a,
-                    rec_entropy=rec_h, key=key)
+                    rec_entropy=rec_h, rec_width=rec_w, key=key)
 
 
 @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
