@@ -71,7 +71,7 @@ def _budgets(text: str) -> list[int]:
 
 
 def parser() -> argparse.ArgumentParser:
-  from glance_jax.decode.cli import DTYPES
+  from glance_jax.config import DTYPES
   p = argparse.ArgumentParser(prog="decode.py bench", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("task_files", nargs="*", metavar="TASKFILE",
@@ -132,7 +132,7 @@ def run(args) -> dict[str, Any]:
   from glance_jax.bench import runner
   from glance_jax.progress import Progress
   from glance_jax.bench.tasks import load_tasks, problem
-  from glance_jax.decode.cli import DTYPES
+  from glance_jax.config import DTYPES
   from glance_jax.decode.generate import Head
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import load_target
