@@ -92,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
                  help="right-pad prompts to a multiple of this many tokens (fewer compiles; 1 = off)")
   p.add_argument("--image-test", action="store_true",
                  help="also run glance_jax.bench.image_swap.run_image_swap per task")
-  p.add_argument("--json", dest="json_out", help="write the report (README schema) here")
+  p.add_argument("--json", dest="json_out", help="write the report (schema: docs/benchmarking.md) here")
   p.add_argument("--markdown", dest="markdown_out", help="write the markdown tables here")
   p.add_argument("--plots", dest="plots_dir", help="write deciles / cap-vs-floor / speedup PNGs here")
   return p
