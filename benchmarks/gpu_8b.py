@@ -20,7 +20,7 @@ What it does: the target (glance_jax.config.QWEN3_VL_8B) is made by Target.rando
 initialiser runs under jit on the device, so the weights are born there (no host copy of 8B
 parameters); the head is Head.random(target, num_layers=5), also initialised on the device. The
 prompt is ~1k tokens (--context 1024): random text around one 448x448 image (196 merged image
-tokens). Then benchmarks/decode_report.split_size: each part of a round timed alone (draft, tree,
+tokens). Then glance_jax.bench.round_split.split_size: each part of a round timed alone (draft, tree,
 verify, walk+commit: each a jitted fori_loop, (T(R) - T(0)) / R) and the whole round through the
 real jitted decode loop with the oracle drafter (every round accepts 15 unless bf16 breaks an
 argmax near-tie differently in the N + 1-row verify than in AR's one-row step: the tokens are then
@@ -45,8 +45,9 @@ if __package__ in (None, ""):  # run as `python benchmarks/gpu_8b.py`
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from benchmarks import decode_report as dr  # noqa: E402
 from benchmarks import round_cost as rc  # noqa: E402
+from glance_jax.bench import round_split, timing  # noqa: E402
+from glance_jax.bench.random_models import long_prompt, size_config  # noqa: E402
 from glance_jax.config import QWEN3_VL_8B  # noqa: E402
 from glance_jax.decode.generate import Head  # noqa: E402
 from glance_jax.qwen3_vl.target import Target  # noqa: E402
@@ -55,7 +56,7 @@ DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}
 
 
 def config(size: str):
-  return QWEN3_VL_8B if size == "8b" else dr._size_config(size)
+  return QWEN3_VL_8B if size == "8b" else size_config(size)
 
 
 def main(argv=None) -> dict:
@@ -79,7 +80,7 @@ def main(argv=None) -> dict:
     taus = rc.parse_taus(args.taus) if args.taus else None
   except ValueError as e:
     ap.error(str(e))
-  budgets = rc._ints(args.budgets)
+  budgets = rc.int_list(args.budgets)
   if not budgets or min(budgets) < 1:
     ap.error(f"--budgets must be integers >= 1, got {args.budgets!r}")
   if args.cache_dir:
@@ -95,12 +96,13 @@ def main(argv=None) -> dict:
   head = Head.random(target, seed=args.seed + 1, num_layers=args.head_layers)
   jax.block_until_ready((target.params, head.params))
   t_init = time.perf_counter() - t0
-  prompt = dr.long_prompt(cfg, args.context, args.seed, image=True, image_size=(args.image, args.image))
+  prompt = long_prompt(cfg, args.context, args.seed, image=True, image_size=(args.image, args.image))
   print(f"[{args.size}] target and head initialised on {dev.device_kind} in {t_init:.0f}s; prompt "
         f"{prompt.input_ids.shape[1]} tokens ({int((prompt.input_ids == cfg.image_token_id).sum())} image tokens)",
         flush=True)
-  res = dr.split_size(target, head, prompt, size=args.size, budgets=budgets, target_ms=args.target_ms,
-                      repeats=args.repeats, new_tokens=args.new_tokens, chain=False, seed=args.seed, lossless=False)
+  res = round_split.split_size(target, head, prompt, size=args.size, budgets=budgets, target_ms=args.target_ms,
+                                repeats=args.repeats, new_tokens=args.new_tokens, chain=False, seed=args.seed,
+                                lossless=False)
   rows = rc.cost_rows(res, taus)
   t_ar = rows[0]["round_ms"]
   print(f"\n## Cost of a round, {args.size} target in {args.dtype} on {dev.device_kind} (random weights, "
@@ -115,7 +117,7 @@ def main(argv=None) -> dict:
                 head_params_m=res["head_params_m"], context=res["context"], image=args.image,
                 ar_ms_per_token=t_ar, rows=rows, best=rc.best_budget(rows), taus=taus, init_seconds=t_init,
                 split=res)
-  return dr.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
+  return timing.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
 
 
 if __name__ == "__main__":

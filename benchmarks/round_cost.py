@@ -4,7 +4,7 @@
         [--budgets 1,15,31,63] [--taus bench.json | --taus 15:3.1,31:3.4,63:3.6] [--json OUT]
 
 Per size of benchmarks/target_speed.py (tiny / small / medium: random fp32 "lively" weights, a
-random 2-layer head by default), decode_report.split_size measures, on the state after a
+random 2-layer head by default), glance_jax.bench.round_split.split_size measures, on the state after a
 ~300-token prompt with one image (batch 1): each phase of a round alone (draft, tree, verify,
 walk+commit; each its own jitted fori_loop, (T(R) - T(0)) / R) and the whole round through the
 real jitted loop with the oracle drafter (generate(..., oracle_tokens=AR's continuation): every
@@ -31,7 +31,7 @@ import time
 if __package__ in (None, ""):  # run as `python benchmarks/round_cost.py`
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from benchmarks import decode_report as dr  # noqa: E402
+from glance_jax.bench import round_split, timing  # noqa: E402
 
 SIZES = ("tiny", "small", "medium", "testbed")  # testbed: the shipped testbed target's shapes
 BUDGETS = (1, 15, 31, 63)
@@ -76,7 +76,7 @@ def read_taus(path: str | os.PathLike) -> dict[int, float]:
 # --- the table -------------------------------------------------------------------------------------
 
 def cost_rows(res: dict, taus: dict[int, float] | None = None) -> list[dict]:
-  """decode_report.split_size's result -> one row per method: parts, t_round / t_AR, and with
+  """round_split.split_size's result -> one row per method: parts, t_round / t_AR, and with
   taus the predicted speedup tau(N) * t_AR / t_round(N)."""
   rows = []
   for r in res["rows"]:
@@ -167,7 +167,7 @@ def _config(size: str):
 
 # --- CLI -------------------------------------------------------------------------------------------
 
-def _ints(s: str) -> tuple[int, ...]:
+def int_list(s: str) -> tuple[int, ...]:
   return tuple(int(x) for x in s.split(",") if x.strip())
 
 
@@ -186,27 +186,25 @@ def main(argv=None) -> dict:
                   help="write the glance-auto round-cost table (decode.py bench --round-cost) of the first "
                        "size here; --budgets should then hold auto's widths (e.g. 15,31,63)")
   args = ap.parse_args(argv)
-  from benchmarks import target_speed  # imports torch: only once the arguments are good
   sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
   for s in sizes:
     if s not in SIZES:
       ap.error(f"unknown size {s!r}; choose from {', '.join(SIZES)}")
-  budgets = _ints(args.budgets)
+  budgets = int_list(args.budgets)
   if not budgets or min(budgets) < 1:
     ap.error(f"--budgets must be integers >= 1, got {args.budgets!r}")
   try:
     taus = parse_taus(args.taus) if args.taus else None
   except ValueError as e:
     ap.error(str(e))
-  command = dr._command_line(argv)
-  command[1:2] = ["benchmarks/round_cost.py"] if argv is not None else command[1:2]
+  command = timing.command_line(argv, "benchmarks/round_cost.py")
   import jax
   print("$ " + shlex.join(command))
   print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPU cores)")
   t0 = time.perf_counter()
-  s = dr.split(sizes=sizes, budgets=budgets, context=args.context, head_layers={z: args.head_layers for z in sizes},
-               target_ms=args.target_ms, repeats=args.repeats, new_tokens=args.new_tokens, chain=False,
-               configs={z: _config(z) for z in sizes})
+  s = round_split.split(sizes=sizes, budgets=budgets, context=args.context, head_layers={z: args.head_layers for z in sizes},
+                          target_ms=args.target_ms, repeats=args.repeats, new_tokens=args.new_tokens, chain=False,
+                          configs={z: _config(z) for z in sizes})
   out = []
   print(f"\n## Cost of a round (oracle drafter: every round accepts 15), {args.repeats} interleaved repeats, medians\n")
   for res in s["results"]:
@@ -222,7 +220,7 @@ def main(argv=None) -> dict:
     print(f"cost table ({sizes[0]}): t(w) / t_AR = {tab['t_over_ar']} -> {args.cost_table}")
   report = dict(command=command, platform=jax.devices()[0].platform, cpu_cores=os.cpu_count(), taus=taus,
                 budgets=list(budgets), repeats=args.repeats, sizes=out, split=s)
-  return dr.finish(report, t0, args.json)
+  return timing.finish(report, t0, args.json)
 
 
 if __name__ == "__main__":

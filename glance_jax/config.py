@@ -18,6 +18,10 @@ import json
 import pathlib
 from typing import Any
 
+import jax.numpy as jnp
+
+# --dtype / config names of the compute dtypes every command accepts (decode, bench, train).
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 class ConfigError(ValueError):
   """A config.json that is not a Qwen3-VL config, or has missing/invalid fields."""

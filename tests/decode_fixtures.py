@@ -10,7 +10,7 @@ import numpy as np
 from glance_jax.config import Qwen3VLConfig
 from glance_jax.decode.generate import Head
 from glance_jax.head.config import HeadConfig
-from glance_jax.head.model import init_head
+from glance_jax.head.init import init_head
 from glance_jax.qwen3_vl.positions import get_rope_index
 from glance_jax.qwen3_vl.processor import ImageProcessor
 from glance_jax.qwen3_vl.target import Target

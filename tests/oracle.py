@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 
 from glance_jax.config import Qwen3VLConfig, tiny_config
+from glance_jax.testing.images import random_images  # noqa: F401  (tests call oracle.random_images)
 
 # Two tiny architectures: GQA with head_dim != hidden/heads in both; the second ties embeddings,
 # uses 3 q heads per kv head, a 6x6 position table and deepstack from two vision blocks.
@@ -76,9 +77,6 @@ def image_processor():
                                   size={"shortest_edge": 32 * 32, "longest_edge": 16777216})
 
 
-def random_images(seed: int = 0, shapes=((64, 96), (96, 64))):
-  rng = np.random.default_rng(seed)
-  return [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in shapes]
 
 
 @dataclasses.dataclass

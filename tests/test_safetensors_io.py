@@ -1,4 +1,4 @@
-"""Tests for glance_jax.io.safetensors_io: round trips, header validation, errors, placement."""
+"""Tests for glance_jax.io: round trips, header validation, errors, placement."""
 
 from __future__ import annotations
 
@@ -189,13 +189,20 @@ def test_load_reads_one_tensor_at_a_time(tmp_path, monkeypatch):
       events.append(("close", self._path))
       return self._inner.__exit__(*exc)
 
-    def get_tensor(self, key):
+    def get_slice(self, key):
       gc.collect()
       still_alive = [r for r in alive if r() is not None]
       assert not still_alive, f"{len(still_alive)} earlier host tensors alive while reading {key}"
-      array = self._inner.get_tensor(key)
-      alive.append(weakref.ref(array))
       events.append(("get", key))
+      return SpySlice(self._inner.get_slice(key))
+
+  class SpySlice:
+    def __init__(self, inner):
+      self._inner = inner
+
+    def __getitem__(self, index):
+      array = self._inner[index]
+      alive.append(weakref.ref(array))
       return array
 
   real_place = jax.make_array_from_callback
@@ -436,3 +443,44 @@ def test_entry_is_plain_data(tmp_path):
   with open(entry.file, "rb") as f:  # Absolute offsets: seek and read without the header.
     f.seek(entry.start)
     assert np.frombuffer(f.read(entry.nbytes), np.float64).tolist() == [1.0, 1.0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Two processes (jax.distributed on localhost, 4 CPU devices each): each reads only its slices.
+
+
+def sharded_load_tensors() -> tuple[dict[str, np.ndarray], dict[str, tuple]]:
+  """Tensors and their PartitionSpecs on a ("data", "model") mesh whose row i is process i."""
+  tensors = {
+      "rows": np.arange(8 * 16, dtype=np.float32).reshape(8, 16),        # split across processes
+      "cols": np.arange(6 * 16, dtype=np.float32).reshape(6, 16).astype(ml_dtypes.bfloat16),
+      "both": np.arange(4 * 8, dtype=np.float32).reshape(4, 8),          # split both ways
+      "replicated": np.arange(5, dtype=np.float32),                      # every device holds all
+  }
+  specs = {"rows": ("data", None), "cols": (None, "model"), "both": ("data", "model"),
+           "replicated": ()}
+  return tensors, specs
+
+
+def test_two_processes_read_only_their_own_slices(tmp_path):
+  import socket  # pylint: disable=import-outside-toplevel
+  tensors, _ = sharded_load_tensors()
+  save_tensors(tmp_path, tensors)
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    port = s.getsockname()[1]
+  env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "JAX_PLATFORMS": "cpu",
+         "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+  procs = [subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "sharded_load_check.py"),
+                             str(tmp_path), f"localhost:{port}", str(i)], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           for i in range(2)]
+  outs = [p.communicate(timeout=300)[0] for p in procs]
+  assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outs)
+  reads = [json.loads(next(l for l in o.splitlines() if l.startswith("READ "))[5:]) for o in outs]
+  nbytes = {k: np.asarray(v).nbytes for k, v in tensors.items()}
+  # Each process: half of the row-split tensors, all of the column-split and replicated ones
+  # (its 4 devices hold every column), each slice once however many local devices hold it.
+  expected = nbytes["rows"] // 2 + nbytes["both"] // 2 + nbytes["cols"] + nbytes["replicated"]
+  assert [r["bytes"] for r in reads] == [expected, expected], reads
+  assert expected < sum(nbytes.values())

@@ -73,7 +73,7 @@ def _budgets(text: str) -> list[int | str]:
 
 
 def parser() -> argparse.ArgumentParser:
-  from glance_jax.decode.cli import DTYPES
+  from glance_jax.config import DTYPES
   p = argparse.ArgumentParser(prog="decode.py bench", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("task_files", nargs="*", metavar="TASKFILE",
@@ -97,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
                  help="right-pad prompts to a multiple of this many tokens (fewer compiles; 1 = off)")
   p.add_argument("--image-test", action="store_true",
                  help="also run glance_jax.bench.image_swap.run_image_swap per task")
-  p.add_argument("--json", dest="json_out", help="write the report (README schema) here")
+  p.add_argument("--json", dest="json_out", help="write the report (schema: docs/benchmarking.md) here")
   p.add_argument("--markdown", dest="markdown_out", help="write the markdown tables here")
   p.add_argument("--plots", dest="plots_dir", help="write deciles / cap-vs-floor / speedup PNGs here")
   return p
@@ -153,7 +153,7 @@ def run(args) -> dict[str, Any]:
   from glance_jax.bench import runner
   from glance_jax.progress import Progress
   from glance_jax.bench.tasks import load_tasks, problem
-  from glance_jax.decode.cli import DTYPES
+  from glance_jax.config import DTYPES
   from glance_jax.decode.generate import Head
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import load_target

@@ -1,7 +1,7 @@
 """The `decode.py bench` report: per-task statistics, the entropy law, the JSON schema (SCHEMA and
 validate_report), the markdown tables and the plots.
 
-Definitions (per task and method, over its prompts; README "Benchmarking" has the full schema):
+Definitions (per task and method, over its prompts; docs/benchmarking.md has the full schema):
   tau               mean tokens per round = mean(a + 1) over every round (a = accepted draft tokens)
   tokens_per_round  emitted tokens / rounds (differs from tau: it counts the prefill's first token
                     and the last round cut by max_new_tokens or a stop token)

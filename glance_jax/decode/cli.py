@@ -13,11 +13,8 @@ import json
 import sys
 import time
 
-import jax.numpy as jnp
-
+from glance_jax.config import DTYPES
 from glance_jax.decode.loop import METHODS
-
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def parser() -> argparse.ArgumentParser:

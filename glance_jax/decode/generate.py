@@ -31,7 +31,7 @@ class Head:
   @classmethod
   def random(cls, target, *, seed: int = 0, num_layers: int = 5, block_size: int = 16) -> "Head":
     from glance_jax.head.config import HeadConfig
-    from glance_jax.head.model import init_head
+    from glance_jax.head.init import init_head
     cfg = HeadConfig.for_target(target.config, num_layers=num_layers, block_size=block_size)
     return cls(cfg, *init_head(cfg, seed=seed, dtype=target.dtype, mesh=target.mesh))
 

@@ -10,7 +10,8 @@
 
 from glance_jax.head.checkpoint import load_head, read_head_config, save_head
 from glance_jax.head.config import QWEN3_MASK_TOKEN_ID, HeadConfig, build_target_layer_ids
-from glance_jax.head.model import BlockHead, abstract_head, block_mask, init_head, param_count
+from glance_jax.head.init import init_head
+from glance_jax.head.model import BlockHead, abstract_head, block_mask, param_count
 
 __all__ = [
     "HeadConfig", "QWEN3_MASK_TOKEN_ID", "build_target_layer_ids",

@@ -97,6 +97,15 @@ def greedy_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, fir
 
   Returns (tokens int32 [B, max_new_tokens] padded with -1 after a stop token, num_tokens [B], cache).
   A stop token is emitted, then the row is done.
+
+  Why a second greedy AR beside the decode loop's `ar` method (glance_jax/decode/loop.py), which
+  emits the same tokens: this one is one target step per iteration and nothing else, so (1) it is
+  the target's own speed (benchmarks/target_speed.py compares it with transformers and the
+  bandwidth floor), where the loop's `ar` also pays the round's walk, commit and records:
+  `python benchmarks/ar_paths.py --sizes tiny,small --repeats 5` measured the loop's `ar` at 1.67x
+  (tiny) and 1.23x (small) this loop's ms/token (CPU, 2 cores, shared, load ~7); and (2) it is an
+  oracle independent of the speculative loop, so a bug shared by all of the loop's methods (commit,
+  positions, cache lengths) cannot make them agree with it.
   """
   model = nnx.merge(graphdef, params)
   b = first_logits.shape[0]

@@ -35,8 +35,9 @@ def main(argv=None) -> dict | None:
   cfg = load_config(args.config, args.overrides)
   if args.regenerate_only:
     from glance_jax.qwen3_vl.inputs import Processor
+    from glance_jax.config import DTYPES
     from glance_jax.qwen3_vl.target import load_target
-    target = load_target(cfg.target, dtype=driver.DTYPES[cfg.target_dtype])
+    target = load_target(cfg.target, dtype=DTYPES[cfg.target_dtype])
     driver.run_regeneration(cfg, target, Processor.from_pretrained(str(target.path)))
     return None
   out = driver.train(cfg, progress=not args.no_progress)

@@ -24,12 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from glance_jax import sharding as shd
+from glance_jax.config import DTYPES
 from glance_jax.train.config import TrainConfig
 from glance_jax.progress import Progress
 
 logger = logging.getLogger(__name__)
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-
 
 def resolve_mesh(shape, n_devices: int) -> tuple[int, ...]:
   """(-1 -> whatever the other axes leave); a shape that does not divide the devices is an error."""

@@ -21,7 +21,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from glance_jax import sharding as shd
 from glance_jax.config import Qwen3VLConfig
 from glance_jax.head.config import HeadConfig
-from glance_jax.head.model import abstract_head, init_head
+from glance_jax.head.init import init_head
+from glance_jax.head.model import abstract_head
 from glance_jax.train import objective
 from glance_jax.train.batch import TrainBatch
 

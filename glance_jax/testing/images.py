@@ -1,0 +1,9 @@
+"""Random RGB images for tests and benchmarks (content is irrelevant; sizes drive the token count)."""
+
+import numpy as np
+
+
+def random_images(seed: int = 0, shapes=((64, 96), (96, 64))) -> list[np.ndarray]:
+  """uint8 [h, w, 3] per (h, w) in `shapes`, a pure function of `seed`."""
+  rng = np.random.default_rng(seed)
+  return [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in shapes]

@@ -1,0 +1,116 @@
+"""The house rules, checked: no import cycle inside glance_jax/ (counting imports inside functions
+too, since a lazy import still ties two modules together), and no file over 500 lines in
+glance_jax/ or benchmarks/.
+
+`python tests/test_layout.py` prints the import graph (module -> the glance_jax modules it imports)
+and the longest files.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = "glance_jax"
+MAX_LINES = 500
+
+
+def _module_name(path: pathlib.Path) -> str:
+  parts = path.relative_to(ROOT).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+  """{module: glance_jax modules it imports}. `from P import n` counts as P.n when that is a module,
+  else P; a package's own __init__ is not counted as imported by its submodules."""
+  files = {_module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+  graph: dict[str, set[str]] = {}
+  for name, path in files.items():
+    is_package = path.name == "__init__.py"
+    edges = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+      targets = []
+      if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+      elif isinstance(node, ast.ImportFrom):
+        if node.level:  # relative: resolve against this module's package
+          base = name.split(".") if is_package else name.split(".")[:-1]
+          base = base[:len(base) - node.level + 1]
+          module = ".".join(base + ([node.module] if node.module else []))
+        else:
+          module = node.module or ""
+        targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in files else module
+                   for a in node.names]
+      for target in targets:
+        while target and target not in files:  # `import glance_jax.x.y` names glance_jax.x.y
+          target = target.rpartition(".")[0]
+        if target.startswith(PACKAGE) and target != name:
+          edges.add(target)
+    graph[name] = edges
+  return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+  """Strongly connected components with more than one module (Tarjan), each sorted."""
+  index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+  def visit(v):
+    index[v] = low[v] = len(index)
+    stack.append(v)
+    on_stack.add(v)
+    for w in graph.get(v, ()):
+      if w not in index:
+        visit(w)
+        low[v] = min(low[v], low[w])
+      elif w in on_stack:
+        low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+      component = []
+      while True:
+        w = stack.pop()
+        on_stack.discard(w)
+        component.append(w)
+        if w == v:
+          break
+      if len(component) > 1:
+        out.append(sorted(component))
+
+  sys.setrecursionlimit(10000)
+  for v in sorted(graph):
+    if v not in index:
+      visit(v)
+  return out
+
+
+def line_counts() -> dict[str, int]:
+  paths = [*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+  return {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in paths}
+
+
+def test_no_import_cycles():
+  graph = import_graph()
+  assert len(graph) > 50 and graph["glance_jax.head.init"] >= {"glance_jax.head.checkpoint",
+                                                                "glance_jax.head.model"}
+  found = cycles(graph)
+  assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+  graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+  assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_file_over_500_lines():
+  long = {p: n for p, n in line_counts().items() if n > MAX_LINES}
+  assert not long, f"files over {MAX_LINES} lines: {long}"
+
+
+if __name__ == "__main__":
+  graph = import_graph()
+  for module in sorted(graph):
+    print(f"{module} -> {', '.join(sorted(graph[module])) or '-'}")
+  print(f"\n{len(graph)} modules, {sum(map(len, graph.values()))} edges, cycles: {cycles(graph)}")
+  counts = sorted(line_counts().items(), key=lambda kv: -kv[1])
+  print("longest files:", ", ".join(f"{p} ({n})" for p, n in counts[:5]))
