@@ -107,6 +107,15 @@ def test_no_file_over_500_lines():
   assert not long, f"files over {MAX_LINES} lines: {long}"
 
 
+def test_pyproject_ships_every_package():
+  """pyproject.toml lists its packages by hand (the testbed's data package needs a package-dir), so a
+  new sub-package that is not added there would be missing from `pip install .`."""
+  import tomllib
+  listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+  on_disk = {_module_name(p) for p in (ROOT / PACKAGE).rglob("__init__.py")}
+  assert on_disk <= listed, f"pyproject.toml [tool.setuptools] packages misses {sorted(on_disk - listed)}"
+
+
 if __name__ == "__main__":
   graph = import_graph()
   for module in sorted(graph):
