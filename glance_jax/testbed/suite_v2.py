@@ -9,8 +9,9 @@ the entropy law there (issue 14). v2 mixes certain and uncertain positions in ev
   chart    6 letter-labelled bars, heights 1-9 (10 px a unit); half the charts have a grey band
            across 2-3 height units that hides the top of every bar ending inside it (the height is
            one of 2-3 values); some bars are pale; the answer lists the bars left to right (0.75)
-           or right to left (0.25): a list whose order is free. The letter labels sit inside the
-           bottom 32-pixel merge row (y 96-127; v1 straddled y = 112).
+           or right to left (0.25): a list whose order is free. Bars stand on y = 95, so they
+           fill merge rows 0-2 and the letter labels (y 113-122) sit inside one patch row of the
+           last merge row (v1's labels, y 110-121, straddled the patch boundary y = 112).
   lines    4 lines of 3 words to transcribe; each word clear, small, faint, or with its right part
            hidden (only its first letters show: tea / tall / tree stay open).
   caption  2-3 coloured shapes on a 2 x 2 grid of 64-pixel cells (v1: 32-pixel cells, read
@@ -57,7 +58,8 @@ _PATCH = (185, 185, 185)              # the grey patch that hides part of a glyp
 _SEPARATORS, _SEPARATOR_P = ("; ", ", "), (0.7, 0.3)
 _BAR, _PALE_BAR, _BAND = (60, 90, 200), (175, 190, 235), (205, 205, 205)
 _BASE = 95                            # the bars' baseline: bars fill merge rows 0-2, labels row 3
-_LABEL_Y = 100                        # glyph rows 105-115 at size 15 (anchor "ma"): inside 96-127
+_LABEL_Y = 108                        # glyph rows 113-122 at size 15 (anchor "ma"): one 16-pixel
+                                      # patch row (112-127) inside the last merge row (96-127)
 CAPTIONS = ("{list}.", "There is {list}.", "The image shows {list}.", "I can see {list}.",
             "This picture has {list}.", "A white background with {list}.", "In the image: {list}.",
             "Shown are {list}.", "We see {list} here.", "The scene contains {list}.")
