@@ -11,7 +11,7 @@ import pytest
 
 from glance_jax.config import tiny_config
 from glance_jax.data.records import read_task_file
-from glance_jax.testbed import evaluate, paths, suite, suite_v2, suites
+from glance_jax.testbed import evaluate, paths, probe, suite, suite_v2, suites
 from glance_jax.testbed import target_train as tt
 
 TINY = dict(hidden=32, layers=2, heads=2, kv_heads=1, head_dim=16, intermediate=64, vision_depth=1,
@@ -155,6 +155,27 @@ def test_v2_target_trains_on_its_suite(tmp_path):
   tok = Processor.from_pretrained(str(out)).tokenizer
   answer = suite_v2.train_record("table", 0)[2]
   assert tok.decode(tok.encode(answer)) == answer
+  # the probe lines its entropies up with the answer's tokens
+  import jax.numpy as jnp
+  from glance_jax.qwen3_vl.target import load_target
+  recs = probe.token_entropies(load_target(out, dtype=jnp.float32), Processor.from_pretrained(str(out)),
+                               "table", [0, 1])
+  for r in recs:
+    assert r["answer"] == suite_v2.render("table", "heldout", r["index"])[2]
+    assert len(r["tokens"]) == len(tok.encode(r["answer"])) + 1
+    assert {t["kind"] for t in r["tokens"]} == {"clear", "unclear", "other"}
+    assert all(0 <= t["H"] <= np.log(512) + 1e-3 for t in r["tokens"])
+  summary = probe.summarize(recs)
+  assert sum(summary[k]["tokens"] for k in probe.KINDS) == sum(len(r["tokens"]) for r in recs)
+
+
+def test_probe_char_kinds():
+  scene, _, answer = suite_v2.record("chart", "heldout", 0)
+  kinds = probe.char_kinds(scene, answer)
+  for field, clear in zip(scene.fields, scene.clear):
+    i = answer.index(field)
+    assert set(kinds[i: i + len(field)]) == {"clear" if clear else "unclear"}
+  assert kinds[answer.index(",")] == "other" and kinds[-1] == "other"
 
 
 @pytest.mark.slow
