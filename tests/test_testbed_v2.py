@@ -193,3 +193,14 @@ def test_v2_build_runs_end_to_end(tmp_path):
   assert (out / "head" / "config.json").is_file() and (out / "target" / "model.safetensors").is_file()
   with pytest.raises(SystemExit):  # v1 stages refuse a v2 directory
     build.main(["--suite", "v1", "--out", str(out), "--stages", "eval"])
+
+
+def test_build_flags_are_checked(tmp_path, capsys):
+  from glance_jax.testbed import build
+  with pytest.raises(SystemExit):
+    build.main(["--suite", "v2", "--heldout", "65", "--workdir", str(tmp_path / "w")])
+  assert "--heldout 65: suite v2 reserves only 64" in capsys.readouterr().err
+  suites.write_version(tmp_path / "tb", "v2")
+  with pytest.raises(SystemExit):
+    build.main(["--suite", "v1", "--out", str(tmp_path / "tb"), "--stages", "eval", "--workdir", str(tmp_path / "w")])
+  assert "holds a v2 testbed" in capsys.readouterr().err

@@ -136,6 +136,12 @@ def main(argv=None) -> None:
   if bad:
     ap.error(f"--stages: unknown stage(s) {bad}; choose from {STAGES}")
   spec = BUILDS[args.suite]
+  for flag, v in (("--heldout", args.heldout), ("--train-prompts", args.train_prompts)):
+    if v is not None and v < 1:
+      ap.error(f"{flag} must be >= 1, got {v}")
+  reserved = getattr(suites.get(spec.version), "HELDOUT_RESERVED", None)
+  if reserved is not None and (args.heldout or 0) > reserved:
+    ap.error(f"--heldout {args.heldout}: suite {spec.version} reserves only {reserved} held-out records per task")
   spec = dataclasses.replace(spec, heldout_per_task=args.heldout or spec.heldout_per_task,
                              train_per_task=args.train_prompts or spec.train_per_task)
   out, workdir = pathlib.Path(args.out or spec.out), pathlib.Path(args.workdir or spec.workdir)
