@@ -5,11 +5,11 @@ the entropy law there (issue 14). v2 mixes certain and uncertain positions in ev
 
   table    6 rows "item: value"; each value is drawn clear, in a small font, faintly, or with its
            last digit partly or wholly hidden under a grey patch (the target cannot be sure of it);
-           the row separator is "; " or ", " (one choice per answer, 0.7 / 0.3): an open fork.
+           the row separator is "; " or ", " (one choice per answer, 0.6 / 0.4): an open fork.
   chart    6 letter-labelled bars, heights 1-9 (10 px a unit); half the charts have a grey band
            across 2-3 height units that hides the top of every bar ending inside it (the height is
-           one of 2-3 values); some bars are pale; the answer lists the bars left to right (0.75)
-           or right to left (0.25): a list whose order is free. Bars stand on y = 95, so they
+           one of 2-3 values); some bars are pale; the answer lists the bars left to right (0.6)
+           or right to left (0.4): a list whose order is free. Bars stand on y = 95, so they
            fill merge rows 0-2 and the letter labels (y 113-122) sit inside one patch row of the
            last merge row (v1's labels, y 110-121, straddled the patch boundary y = 112).
   lines    4 lines of 3 words to transcribe; each word clear, small, faint, or with its right part
@@ -55,7 +55,11 @@ _TABLE_STYLE_P = (0.55, 0.15, 0.15, 0.15)   # per value
 _WORD_STYLE_P = (0.7, 0.1, 0.1, 0.1)         # per word (12 a record)
 _FAINT_GRAYS = (165, 195, 220)        # text grey on white: contrast 90, 60, 35
 _PATCH = (185, 185, 185)              # the grey patch that hides part of a glyph
-_SEPARATORS, _SEPARATOR_P = ("; ", ", "), (0.7, 0.3)
+# Open forks are near even (0.6 / 0.4): the target's argmax there turns on small, prompt-specific
+# differences a drafter cannot see, as at high entropy in a real model (a 0.9 / 0.1 fork would be
+# moderate entropy with a predictable argmax, flattening the law).
+_FORK_P = 0.6
+_SEPARATORS = ("; ", ", ")
 _BAR, _PALE_BAR, _BAND = (60, 90, 200), (175, 190, 235), (205, 205, 205)
 _BASE = 95                            # the bars' baseline: bars fill merge rows 0-2, labels row 3
 _LABEL_Y = 108                        # glyph rows 113-122 at size 15 (anchor "ma"): one 16-pixel
@@ -222,9 +226,9 @@ def _draw_caption(s: Scene, rng):
 
 def _answer(s: Scene, rng) -> str:
   if s.task == "table":
-    return _SEPARATORS[rng.choice(2, p=_SEPARATOR_P)].join(s.fields) + "."
+    return _SEPARATORS[0 if rng.random() < _FORK_P else 1].join(s.fields) + "."
   if s.task == "chart":
-    order = s.fields if rng.random() < 0.75 else s.fields[::-1]
+    order = s.fields if rng.random() < _FORK_P else s.fields[::-1]
     return ", ".join(order) + "."
   if s.task == "lines":
     return "\n".join(" ".join(s.fields[3 * r: 3 * r + 3]) for r in range(4))
@@ -233,7 +237,7 @@ def _answer(s: Scene, rng) -> str:
   if len(names) == 2:
     listed = " and ".join(names)
   else:
-    listed = f"{names[0]}, {names[1]}{',' if rng.random() < 0.3 else ''} and {names[2]}"
+    listed = f"{names[0]}, {names[1]}{',' if rng.random() >= _FORK_P else ''} and {names[2]}"
   answer = CAPTIONS[rng.choice(len(CAPTIONS), p=_CAPTION_P)].format(list=listed)
   return answer[0].upper() + answer[1:]
 
