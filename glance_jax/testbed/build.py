@@ -45,13 +45,16 @@ class BuildSpec:
   workdir: str
   heldout_per_task: int = HELDOUT_PER_TASK
   train_per_task: int = TRAIN_PER_TASK
+  target: tuple[tuple[str, object], ...] = ()   # TargetTrainConfig fields that differ from v1's
 
 
 BUILDS = {
     "v1": BuildSpec("v1", HEAD_CONFIG, str(paths.SHIPPED), "runs/testbed"),
     # v2 builds beside the shipped v1 testbed: shipping it is a copy (docs/testbed_v2.md)
+    # v2's longest prompt + answer is 84 tokens (table) with a v2 tokenizer: 96 leaves room for
+    # a tokenizer that merges less, rather than a crash mid-build
     "v2": BuildSpec("v2", paths.REPO / "configs" / "train_testbed_v2.py", "runs/testbed_v2/testbed",
-                    "runs/testbed_v2"),
+                    "runs/testbed_v2", target=(("seq_len", 96),)),
 }
 
 
@@ -73,7 +76,7 @@ def build_target(out: pathlib.Path, workdir: pathlib.Path, steps: int | None = N
                  spec: BuildSpec = BUILDS["v1"]) -> None:
   import jax.numpy as jnp
   from glance_jax.testbed.target_train import TargetTrainConfig, train_target
-  cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version)
+  cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version, **dict(spec.target))
   if steps is not None:
     cfg = dataclasses.replace(cfg, steps=steps)
   train_target(out / "target", workdir, cfg, save_dtype=jnp.bfloat16)
