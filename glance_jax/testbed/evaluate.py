@@ -38,8 +38,9 @@ def score(task: str, prediction: str, reference: str) -> dict[str, float]:
 
 
 def score_v2(task: str, prediction: str, scene) -> dict[str, float]:
-  """One v2 record: exact (== the sampled reference is meaningless where the answer is open, so it is
-  left out), hits / counts of clear and unclear fields, and for captions the content match."""
+  """One v2 record against its scene: hits and counts of all, clear and unclear fields (grounded
+  tasks), or the content match (captions). No exact match: the reference string is one sample of
+  an open answer (separator, bar order, phrasing), so matching it would score the sampling."""
   want, clear = scene.fields, scene.clear
   if task == "caption":
     got = collections.Counter(" ".join(m) for m in _MENTION.findall(prediction))
