@@ -7,7 +7,12 @@ only for plots, imported inside the plotting functions so this package imports w
     decile_table(H, a, n_bins=10) -> DecileTable   mean a per entropy quantile bin
     isotonic_fit(x, y, weights, decreasing=True), weighted_r2(y, fitted, weights)
     copy_regime(fit, table, L) -> dict             cap e^{b0} (and the horizon-L cap) vs the floor
-    analyze(records_by_task, L) -> dict            all of the above per task, JSON-serialisable
+    analyze(records_by_task, L, pooled=False)      all of the above per task (pooled=True: also
+                                                   over every task's rounds together, and the
+                                                   common-slope fit), JSON-serialisable
+    fit_common_slope(records_by_task, L)           shared b1, one intercept per task
+  Reading it (law_report): law_checks(entry), slope_difference(e1, e2), summary_markdown(analysis),
+    decile_markdown(entry)
 
   Benchmarks (per-prompt times, paired across methods)
     paired_bootstrap_ratio, paired_bootstrap_diff, geometric_mean, bootstrap_geomean_ratio,
@@ -20,13 +25,16 @@ from glance_jax.analysis.bootstrap import (
     bootstrap_geomean_ratio, compare_methods, geometric_mean, paired_bootstrap_diff,
     paired_bootstrap_ratio)
 from glance_jax.analysis.entropy_law import (
-    DecileTable, EntropyLawFit, analyze, copy_regime, decile_table, expected_accepted,
-    fit_entropy_law, isotonic_fit, pool_records, weighted_r2)
+    CommonSlopeFit, DecileTable, EntropyLawFit, analyze, copy_regime, decile_table, expected_accepted,
+    fit_common_slope, fit_entropy_law, isotonic_fit, pool_records, weighted_r2)
+from glance_jax.analysis.law_report import (
+    decile_markdown, law_checks, slope_difference, summary_markdown)
 from glance_jax.analysis.plots import plot_cap_vs_floor, plot_deciles, plot_speedup_vs_budget
 
 __all__ = [
-    "DecileTable", "EntropyLawFit", "analyze", "copy_regime", "decile_table", "expected_accepted",
-    "fit_entropy_law", "isotonic_fit", "pool_records", "weighted_r2",
+    "CommonSlopeFit", "DecileTable", "EntropyLawFit", "analyze", "copy_regime", "decile_table",
+    "expected_accepted", "fit_common_slope", "fit_entropy_law", "isotonic_fit", "pool_records",
+    "weighted_r2", "decile_markdown", "law_checks", "slope_difference", "summary_markdown",
     "bootstrap_geomean_ratio", "compare_methods", "geometric_mean", "paired_bootstrap_diff",
     "paired_bootstrap_ratio",
     "plot_cap_vs_floor", "plot_deciles", "plot_speedup_vs_budget",

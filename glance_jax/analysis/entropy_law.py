@@ -292,35 +292,119 @@ def _clean(v: Any) -> Any:
   return v
 
 
-def analyze(records_by_task: Mapping[str, Sequence[Any]], L: int, n_bins: int = 10
-            ) -> dict[str, Any]:
+def _task_entry(H: np.ndarray, a: np.ndarray, L: int, n_bins: int) -> dict[str, Any]:
+  """One entry of analyze(): H, a already checked by _as_records."""
+  table = decile_table(H, a, n_bins)
+  iso = isotonic_fit(table.centres, table.mean_a, table.counts, decreasing=True)
+  out: dict[str, Any] = {
+      "n": int(H.size), "mean_a": float(a.mean()), "mean_H": float(H.mean()),
+      "deciles": table.to_dict(),
+      "isotonic": {"fitted": iso, "r2": weighted_r2(table.mean_a, iso, table.counts)},
+      "fit": None, "model": None, "copy_regime": None, "error": None,
+  }
+  try:
+    fit = fit_entropy_law(H, a, L)
+  except ValueError as e:
+    out["error"] = str(e)
+  else:
+    pred = fit.expected(H)
+    bin_mean = np.bincount(table.bin_of, pred, table.counts.size) / table.counts
+    out["fit"] = fit.to_dict()
+    out["model"] = {"bin_mean": bin_mean, "r2": weighted_r2(table.mean_a, bin_mean, table.counts)}
+    out["copy_regime"] = copy_regime(fit, table, L)
+  return out
+
+
+def analyze(records_by_task: Mapping[str, Sequence[Any]], L: int, n_bins: int = 10, *,
+            pooled: bool = False) -> dict[str, Any]:
   """Per task: the fit, the decile table, its isotonic fit and R^2, the model's per-bin mean and
-  R^2 against the decile means, and the copy-regime numbers. JSON-serialisable (nan/inf -> None).
+  R^2 against the decile means ("law R^2"), and the copy-regime numbers. JSON-serialisable
+  (nan/inf -> None).
 
   records_by_task maps a task name to (H, a), each an array or a list of per-row arrays. A task
   whose MLE does not exist keeps its descriptive numbers, with "fit": None and the reason in
-  "error", instead of failing the whole report."""
-  tasks: dict[str, Any] = {}
-  for name, (H, a) in records_by_task.items():
-    H, a = _as_records(H, a, L)
-    table = decile_table(H, a, n_bins)
-    iso = isotonic_fit(table.centres, table.mean_a, table.counts, decreasing=True)
-    out: dict[str, Any] = {
-        "n": int(H.size), "mean_a": float(a.mean()), "mean_H": float(H.mean()),
-        "deciles": table.to_dict(),
-        "isotonic": {"fitted": iso, "r2": weighted_r2(table.mean_a, iso, table.counts)},
-        "fit": None, "model": None, "copy_regime": None, "error": None,
-    }
+  "error", instead of failing the whole report. pooled=True adds "pooled": the same entry for
+  every task's rounds together (the entropy range one task alone rarely spans), plus
+  "common_slope": fit_common_slope's shared b1 with one intercept per task (a dict, or
+  {"error": ...}), which task-to-task differences in mean acceptance cannot bias."""
+  checked = {str(name): _as_records(H, a, L) for name, (H, a) in records_by_task.items()}
+  result: dict[str, Any] = {"L": int(L), "n_bins": int(n_bins),
+                            "tasks": {name: _task_entry(H, a, L, n_bins) for name, (H, a) in checked.items()}}
+  if pooled and checked:
+    H = np.concatenate([h for h, _ in checked.values()])
+    a = np.concatenate([x for _, x in checked.values()])
+    result["pooled"] = {**_task_entry(H, a, L, n_bins), "tasks": list(checked)}
     try:
-      fit = fit_entropy_law(H, a, L)
+      result["common_slope"] = fit_common_slope(checked, L).to_dict()
     except ValueError as e:
-      out["error"] = str(e)
-    else:
-      pred = fit.expected(H)
-      bin_mean = np.bincount(table.bin_of, pred, table.counts.size) / table.counts
-      out["fit"] = fit.to_dict()
-      out["model"] = {"bin_mean": bin_mean,
-                      "r2": weighted_r2(table.mean_a, bin_mean, table.counts)}
-      out["copy_regime"] = copy_regime(fit, table, L)
-    tasks[str(name)] = out
-  return _clean({"L": int(L), "n_bins": int(n_bins), "tasks": tasks})
+      result["common_slope"] = {"error": str(e)}
+  return _clean(result)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommonSlopeFit:
+  """logit p = b0[task] - b1 H: one slope shared by every task, one intercept per task (MLE)."""
+  b0: dict[str, float]
+  se_b0: dict[str, float]
+  b1: float
+  se_b1: float
+  loglik: float
+  n: int
+  L: int
+
+  def to_dict(self) -> dict[str, Any]:
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def fit_common_slope(records_by_task: Mapping[str, Sequence[Any]], L: int) -> CommonSlopeFit:
+  """The survival model with a shared slope and per-task intercepts, by Newton's method on the
+  concave log-likelihood (the same binomial form as fit_entropy_law's, design [one-hot task, -H]).
+
+  Pooling tasks into one fit_entropy_law conflates the law within tasks with differences between
+  them (a task with low H and long acceptance everywhere steepens the pooled slope); this fit
+  estimates the within-task slope. Raises ValueError when a task accepted 0 or L in every round,
+  when fewer than 2 records, or when Newton does not converge (e.g. separation)."""
+  names, xs, ks, cs, groups = [], [], [], [], []
+  for j, (name, (H, a)) in enumerate(records_by_task.items()):
+    H, a = _as_records(H, a, L)
+    if np.all(a == 0) or np.all(a == L):
+      raise ValueError(f"task {name!r}: every round accepted {int(a[0])}: its intercept has no finite MLE")
+    names.append(str(name))
+    xs.append(H)
+    ks.append(a.astype(np.float64))
+    cs.append((a < L).astype(np.float64))
+    groups.append(np.full(H.size, j))
+  H, k, c, g = (np.concatenate(v) for v in (xs, ks, cs, groups))
+  if np.ptp(H) == 0:
+    raise ValueError("H is constant: b1 is not identifiable")
+  mu, sd = float(H.mean()), float(H.std())
+  X = np.concatenate([np.eye(len(names))[g], -((H - mu) / sd)[:, None]], 1)   # [n, T + 1]
+  beta = np.zeros(X.shape[1])
+  for _ in range(100):
+    z = X @ beta
+    lp, lq = _log_sigmoid(z), _log_sigmoid(-z)
+    p, q = np.exp(lp), np.exp(lq)
+    grad = X.T @ (k * q - c * p)
+    info = X.T @ (X * ((k + c) * p * q)[:, None])
+    step = np.linalg.solve(info + 1e-12 * np.eye(len(beta)), grad)
+    beta = beta + step
+    if np.abs(step).max() < 1e-10:
+      break
+  else:
+    raise ValueError("common-slope MLE did not converge (tasks separated in H?)")
+  # back to the original H: z = c_t - c1 (H - mu) / sd = (c_t + c1 mu / sd) - (c1 / sd) H
+  T = len(names)
+  J = np.eye(T + 1)
+  J[:T, T] = mu / sd
+  J[T, T] = 1.0 / sd
+  b = J @ beta
+  z = X @ beta
+  lp, lq = _log_sigmoid(z), _log_sigmoid(-z)
+  info = X.T @ (X * ((k + c) * np.exp(lp) * np.exp(lq))[:, None])
+  cov = J @ np.linalg.inv(info) @ J.T
+  se = np.sqrt(np.diag(cov))
+  if not np.all(np.isfinite(b)) or not np.all(np.isfinite(se)):
+    raise ValueError("common-slope MLE is not finite (tasks separated in H?)")
+  return CommonSlopeFit(b0=dict(zip(names, b[:T].tolist())), se_b0=dict(zip(names, se[:T].tolist())),
+                        b1=float(b[T]), se_b1=float(se[T]), loglik=float(np.sum(k * lp + c * lq)),
+                        n=int(H.size), L=int(L))

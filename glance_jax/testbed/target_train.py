@@ -55,15 +55,18 @@ class TargetTrainConfig:
   weight_decay: float = 0.01
   seed: int = 0
   save_every: int = 200
-  num_heldout: int = 64          # held-out records per task that training must never see
+  num_heldout: int = 64          # v1: held-out records per task that training must never see
+  suite_version: str = "v1"      # "v2": suite_v2, whose train_record does its own exclusion
 
 
-def suite_corpus(per_task: int = 400) -> list[str]:
+def suite_corpus(per_task: int = 400, version: str = "v1") -> list[str]:
   """Text the tokenizer is trained on: every question and `per_task` train answers of each task."""
-  lines = [q + "\n" for q in suite.QUESTIONS.values()]
-  for task in suite.TASKS:
+  from glance_jax.testbed import suites
+  s = suites.get(version)
+  lines = [q + "\n" for q in s.QUESTIONS.values()]
+  for task in s.TASKS:
     for i in range(per_task):
-      lines.append(suite.render(task, "train", i)[2] + "\n")
+      lines.append(s.render(task, "train", i)[2] + "\n")
   return lines
 
 
@@ -95,7 +98,8 @@ class ExampleMaker:
 
 
 def train_record(task: str, index: int, excluded: set) -> tuple:
-  """The train stream's record `index` of a task; redrawn if its answer is a held-out answer."""
+  """v1: the train stream's record `index` of a task; redrawn if its answer is a held-out answer.
+  (v2 has one rule for the target and the head's prompts: suite_v2.train_record.)"""
   k = 0
   while True:
     image, question, answer = suite.render(task, "train", index + k * _EXCLUDED_OFFSET)
@@ -105,12 +109,20 @@ def train_record(task: str, index: int, excluded: set) -> tuple:
 
 
 def make_batch(step: int, cfg: TargetTrainConfig, maker: ExampleMaker, model_cfg: Qwen3VLConfig,
-               excluded: set) -> TrainBatch:
-  per_task = cfg.batch_size // len(suite.TASKS)
+               excluded: set | None) -> TrainBatch:
+  """Step `step`'s batch: per task, train records step * per_task + j (v1: redrawn past `excluded`;
+  v2: excluded is None and suite_v2.train_record excludes)."""
+  if cfg.suite_version == "v1":
+    tasks, record = suite.TASKS, lambda task, i: train_record(task, i, excluded)
+  else:
+    from glance_jax.testbed import suites
+    s = suites.get(cfg.suite_version)
+    tasks, record = s.TASKS, s.train_record
+  per_task = cfg.batch_size // len(tasks)
   examples = []
-  for task in suite.TASKS:
+  for task in tasks:
     for j in range(per_task):
-      examples.append(maker(*train_record(task, step * per_task + j, excluded)))
+      examples.append(maker(*record(task, step * per_task + j)))
   patches = sum(int(np.prod(e.image_grid_thw)) for e in examples)
   return collate(examples, model_cfg, seq_len=cfg.seq_len, max_patches=patches,
                  pad_id=maker.processor.pad_token_id)
@@ -225,11 +237,11 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
   if not (out / "tokenizer.json").exists():
     # The side files (config, tokenizer trained on the suite, preprocessor) come first: the
     # processor that builds the training prompts is the one decoding will load.
-    write_checkpoint(out, model_cfg, target.params, tokenizer_corpus=suite_corpus(),
+    write_checkpoint(out, model_cfg, target.params, tokenizer_corpus=suite_corpus(version=cfg.suite_version),
                      min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
   processor = Processor.from_pretrained(str(out))
   maker = ExampleMaker(processor, model_cfg.eos_token_ids[0])
-  excluded = suite.heldout_answers(cfg.num_heldout)
+  excluded = suite.heldout_answers(cfg.num_heldout) if cfg.suite_version == "v1" else None
 
   tx = make_optimizer(cfg)
   params = target.params
