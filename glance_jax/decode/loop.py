@@ -227,7 +227,7 @@ def _ar_result(choice: jax.Array, c: int) -> WalkResult:
   return WalkResult(jnp.zeros((b,), jnp.int32), zeros, zeros.at[:, 0].set(choice[:, 0]), choice[:, 0])
 
 
-def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int):
+def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int, alone: bool = False):
   """Verifies the root plus the first w nodes in one target pass, walks, commits.
 
   Returns (cache, WalkResult with C = L + 1 commit rows (1 for ar), features of the committed rows
@@ -241,7 +241,9 @@ def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int):
                           tap_layers=cfg.tap_layers if cfg.uses_head else ())
   logits = target.logits(h)                                               # [B, w + 1, V] fp32
   choice = choose(logits, key, cfg.sampling)
-  c = cfg.depth + 1 if max(cfg.widths) else 1
+  # commit rows: C, the same in every switch branch; 1 for AR and for an AR step outside a switch
+  # without a head (ngram's AR runs: no C-row writes per token)
+  c = cfg.depth + 1 if max(cfg.widths) and (w or cfg.uses_head or not alone) else 1
   if w:
     res = walk(sub, choice, cfg.depth)
     advance = jnp.where(live, res.accepted + 1, 0)
@@ -276,7 +278,7 @@ def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState, 
   live = ~st.done
   key, sub = jax.random.split(st.key)
   widths = cfg.widths if only is None else (only,)
-  branches = [functools.partial(_verify, target, cfg, st, tree, live, sub, w) for w in widths]
+  branches = [functools.partial(_verify, target, cfg, st, tree, live, sub, w, only is not None) for w in widths]
   if len(branches) == 1:
     idx = jnp.int32(cfg.widths.index(widths[0]))
     cache, res, pending, root_h = branches[0]()
