@@ -109,3 +109,13 @@ def test_ngram_width_prefers_ar_until_proposals_pay():
   # rows that are done, or rounds that verified nothing, leave the counts alone
   same = budget.ngram_update(stats, jnp.array([1, 1]), k, jnp.int32(0), jnp.array([0, 0]), live)
   np.testing.assert_array_equal(same, stats)
+
+
+def test_ngram_can_pay_bounds_the_choice():
+  import jax.numpy as jnp
+  widths, live = (0, 3, 7, 15), jnp.array([True, True])
+  stats = budget.ngram_prior(2, 3)
+  assert not bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))   # q = 1/2
+  assert bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 1.1, 1.2, 1.3)))
+  sure = stats.at[0, 1].set(jnp.array([50.0, 50.0]))                    # row 0, n = 2: q = 1
+  assert bool(budget.ngram_can_pay(sure, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))

@@ -74,6 +74,17 @@ def ngram_width(stats: jax.Array, match_n: jax.Array, k: jax.Array, live: jax.Ar
   return jnp.argmax(tokens / jnp.asarray(cost, jnp.float32)).astype(jnp.int32)
 
 
+def ngram_can_pay(stats: jax.Array, live: jax.Array, depth: int, widths: tuple[int, ...],
+                  cost: tuple[float, ...]) -> jax.Array:
+  """bool []: could any proposal pay this round? The choice with every live row holding a full-depth
+  proposal from its best match length (E[A] grows with q and k, so this bounds every real lookup).
+  The counts change only on verify rounds, so while it is False every round is an AR step."""
+  q = stats[..., 0] / jnp.maximum(stats[..., 1], 1e-6)                  # [B, M]
+  best_n = (jnp.argmax(q, axis=1) + 1).astype(jnp.int32)
+  k = jnp.full(live.shape, depth, jnp.int32)
+  return ngram_width(stats, best_n, k, live, widths, cost) != 0
+
+
 def ngram_update(stats: jax.Array, match_n: jax.Array, k: jax.Array, width: jax.Array, accepted: jax.Array,
                  live: jax.Array, decay: float = NGRAM_DECAY) -> jax.Array:
   """After a round that verified `width` rows: each live row with a proposal adds its accepted tokens

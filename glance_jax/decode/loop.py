@@ -128,6 +128,7 @@ class DecodeState:
   ngram_stats: jax.Array    # float32 [B, max_ngram, 2]: ngram's (accepted, trials) per match length
   key: jax.Array
   oracle: jax.Array         # int32 [B, M]: the known continuation (oracle drafter), else [B, 0]
+  ahead: tuple | None = None  # glance-auto: (DraftTree, scores [B, N]) drafted for the current root
 
 
 def _feats(taps: dict[int, jax.Array], layers: tuple[int, ...]) -> jax.Array:
@@ -271,10 +272,14 @@ def _choose_width(cfg: LoopConfig, st: DecodeState, tree, scores, live) -> jax.A
 
 def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState, only: int | None = None
            ) -> DecodeState:
-  """One round; `only` (static): verify that width, no per-round choice."""
+  """One round; `only` (static): verify that width, no per-round choice. With st.ahead (glance-auto)
+  the round verifies that draft instead of drafting."""
   target = nnx.merge(tgd, tparams)
   head = nnx.merge(hgd, hparams) if cfg.uses_head else None
-  (tree, scores), st = _draft(head, target, st, cfg)
+  if st.ahead is not None:
+    (tree, scores), st = st.ahead, st.replace(ahead=None)
+  else:
+    (tree, scores), st = _draft(head, target, st, cfg)
   live = ~st.done
   key, sub = jax.random.split(st.key)
   widths = cfg.widths if only is None else (only,)
@@ -345,6 +350,9 @@ def _ngram_body(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeSt
   step = functools.partial(_round, tgd, tparams, hgd, hparams, stops, cfg)
 
   def ar_run(s):
+    # no lookup while no proposal could pay (the counts only change on verify rounds)
+    s = jax.lax.while_loop(lambda x: _running(cfg, x) & ~budget_lib.ngram_can_pay(
+        x.ngram_stats, ~x.done, cfg.num_nodes, cfg.widths, cfg.cost), functools.partial(step, only=0), s)
     return jax.lax.while_loop(lambda x: _running(cfg, x) & (_ngram_choice(cfg, x) == 0),
                               functools.partial(step, only=0), s)
 
@@ -352,11 +360,43 @@ def _ngram_body(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeSt
   return jax.lax.switch(_ngram_choice(cfg, st), branches, st)
 
 
+# --- glance-auto: runs of rounds at one width, the switch paid only when the width changes ---------
+# Measured on the testbed (docs/rounds.md): a per-round lax.switch over the verify widths costs ~1.5
+# AR steps per round. So each round drafts the *next* round's tree at its end (st.ahead), the width
+# that tree asks for is known before the round starts, and an inner while_loop runs rounds at one
+# static width for as long as the choice stays the same.
+
+def _draft_ahead(tgd, tparams, hgd, hparams, cfg: LoopConfig, st: DecodeState) -> DecodeState:
+  drafted, st = _draft(nnx.merge(hgd, hparams), nnx.merge(tgd, tparams), st, cfg)
+  return st.replace(ahead=drafted)
+
+
+def _auto_choice(cfg: LoopConfig, st: DecodeState) -> jax.Array:
+  return budget_lib.best_width(st.ahead[1], ~st.done, cfg.widths, cfg.cost, cfg.calib)
+
+
+def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: DecodeState) -> DecodeState:
+  ahead = functools.partial(_draft_ahead, tgd, tparams, hgd, hparams, cfg)
+
+  def step(w, st):
+    return ahead(_round(tgd, tparams, hgd, hparams, stops, cfg, st, only=w))
+
+  def run(i, st):
+    return jax.lax.while_loop(lambda x: _running(cfg, x) & (_auto_choice(cfg, x) == i),
+                              functools.partial(step, cfg.widths[i]), st)
+
+  branches = [functools.partial(run, i) for i in range(len(cfg.widths))]
+  return jax.lax.while_loop(functools.partial(_running, cfg),
+                            lambda st: jax.lax.switch(_auto_choice(cfg, st), branches, st), ahead(state))
+
+
 @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
 def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Array, *,
                   cfg: LoopConfig) -> DecodeState:
   """Every round of the generation in one `lax.while_loop` (nothing returns to the host)."""
   TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape)] += 1
+  if cfg.auto:
+    return _auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state).replace(ahead=None)
   body = _ngram_body if cfg.method == "ngram" and cfg.cost else _round
   return jax.lax.while_loop(functools.partial(_running, cfg),
                             functools.partial(body, tgd, tparams, hgd, hparams, stops, cfg), state)
