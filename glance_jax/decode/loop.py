@@ -278,6 +278,8 @@ def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState, 
   head = nnx.merge(hgd, hparams) if cfg.uses_head else None
   if st.ahead is not None:
     (tree, scores), st = st.ahead, st.replace(ahead=None)
+  elif only == 0 and not cfg.uses_head:  # an AR step of ngram's AR runs: no lookup
+    tree, scores = drafters.empty_tree(st.root.shape[0]), None
   else:
     (tree, scores), st = _draft(head, target, st, cfg)
   live = ~st.done
@@ -320,7 +322,7 @@ def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState, 
     pred, obs = budget_lib.calibration_record(scores, res.accepted, res.commit_rows, width, cfg.record_widths)
     rec_pred = rec_pred.at[:, r].set(pred)
     rec_obs = rec_obs.at[:, r].set(jnp.where(live[:, None], obs, -1))
-  if cfg.method == "ngram":
+  if cfg.method == "ngram" and only != 0:
     ng = budget_lib.ngram_update(ng, scores, jnp.sum(tree.valid, axis=1), width, res.accepted, live)
   # --- end of the width records ---
   return st.replace(cache=cache, root=jnp.where(live, res.bonus, st.root), history=history, pending=pending,
