@@ -125,13 +125,38 @@ def test_lossless_auto_budget_at_every_width(setup, cost):
     assert seen == {(0, 15, 31, 63)[cost.index(1.0)]}, seen
 
 
-def test_ngram_verifies_only_what_it_needs(setup):
-  """ngram rounds with no match are AR steps (width 0); the others use the smallest width holding
-  the proposal; lossless either way."""
+@pytest.mark.parametrize("cost,allowed", [((1.0, 1.0, 1.0, 1.0), {0, 3, 7, 15}),
+                                          ((1.0, 1e6, 1e6, 1e6), {0})])
+def test_ngram_verifies_only_what_pays(setup, cost, allowed):
+  """ngram verifies draft rows only when the cost table says they pay: with free verify rows it
+  uses several widths (the smallest holding the proposal is not forced, but only static widths);
+  with prohibitive ones only AR steps (the nested AR-run loop). Lossless either way."""
+  from glance_jax.decode import budget
   target, head, batches, stops, refs = setup
+  table = dict(zip((0, 3, 7, 15), cost))
+  rc = budget.RoundCost(table, ngram=table)
   widths = set()
   for b, ref in zip(batches[:2], refs[:2]):
-    res = generate(target, b, method="ngram", budget=15, max_new_tokens=MAX_NEW, stop_tokens=stops)
+    res = generate(target, b, method="ngram", budget=15, max_new_tokens=MAX_NEW, stop_tokens=stops, round_cost=rc)
     assert [list(t) for t in res.tokens] == _rows(ref)
     widths |= set(res.widths.tolist())
-  assert widths <= {0, 3, 7, 15} and len(widths) >= 2, widths
+  assert widths <= allowed and (len(widths) >= 2 or allowed == {0}), widths
+  if allowed == {0}:
+    assert widths == {0}
+
+
+def test_calibration_record_is_the_accepted_length_of_the_smaller_tree(setup):
+  """The observed A(w) a glance-63 round records for w = 15 / 31 is what a round verifying only the
+  top-w tree accepts from the same state (the first round of glance-15 / glance-31 runs)."""
+  target, head, batches, stops, refs = setup
+  b = batches[1]
+  big = generate(target, b, head=head, method="glance", budget=63, max_new_tokens=MAX_NEW, stop_tokens=stops)
+  assert big.record_widths == (15, 31, 63)
+  for j, w in enumerate((15, 31)):
+    small = generate(target, b, head=head, method="glance", budget=w, max_new_tokens=MAX_NEW, stop_tokens=stops)
+    got = [int(o[0, j]) for o in big.observed]
+    want = [int(a[0]) for a in small.accepted]
+    assert got == want, (w, got, want)
+    pred_small = [float(p[0, -1]) for p in small.predicted]  # its widest recorded width is w
+    np.testing.assert_allclose([float(p[0, j]) for p in big.predicted], pred_small, rtol=1e-5)
+  assert all(int(o[0, 2]) == int(a[0]) for o, a in zip(big.observed, big.accepted))

@@ -77,9 +77,21 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       "mismatch_ids": [i for i, good in zip(ids, ok) if not good],
       "per_prompt": [{"id": pid, "new_tokens": int(len(r.tokens)), "rounds": int(len(r.accepted)),
                       "tau": float(np.mean(r.accepted + 1)) if len(r.accepted) else 1.0,
-                      "times_s": [float(t) for t in r.times], "lossless": bool(good)}
+                      "times_s": [float(t) for t in r.times], "lossless": bool(good), **_round_records(r)}
                      for pid, r, good in zip(ids, rs, ok)],
   }
+
+
+def _round_records(r: PromptRun) -> dict[str, Any]:
+  """Per-round records of one prompt: accepted lengths, verify widths and, for glance, the predicted /
+  observed accepted length per recorded width (python -m glance_jax.decode.calibrate --bench)."""
+  out: dict[str, Any] = {"accepted": [int(a) for a in r.accepted]}
+  if r.widths is not None:
+    out["widths"] = [int(w) for w in r.widths]
+  if r.predicted is not None:
+    out["predicted"] = np.round(np.asarray(r.predicted, np.float64), 4).tolist()
+    out["observed"] = np.asarray(r.observed).astype(int).tolist()
+  return out
 
 
 def task_stats(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],

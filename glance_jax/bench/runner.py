@@ -106,6 +106,9 @@ class PromptRun:
   accepted: np.ndarray      # int [rounds]: accepted draft tokens a per round
   root_entropy: np.ndarray  # float [rounds]: target entropy at each round's root (nats)
   stable: bool = True
+  predicted: np.ndarray | None = None   # glance: float [rounds, P] raw E[A] of the top-w trees
+  observed: np.ndarray | None = None    # glance: int [rounds, P] their accepted lengths (-1 = not verified)
+  widths: np.ndarray | None = None      # int [rounds]: verify width of each round
 
 
 def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = PAD_MULTIPLE
@@ -198,8 +201,10 @@ def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: di
         dt = time.perf_counter() - t0
         tokens = np.asarray(res.tokens[0])
         if m.label not in cur:
-          cur[m.label] = PromptRun([dt], tokens, np.asarray(res.accepted[0]),
-                                   np.asarray(res.root_entropy[0]))
+          cur[m.label] = PromptRun([dt], tokens, np.asarray(res.accepted[0]), np.asarray(res.root_entropy[0]),
+                                   predicted=res.predicted[0] if res.record_widths else None,
+                                   observed=res.observed[0] if res.record_widths else None,
+                                   widths=res.widths)
         else:
           run = cur[m.label]
           run.times.append(dt)

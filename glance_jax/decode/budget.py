@@ -7,8 +7,13 @@ the tree builder emits nodes in score order with every prefix prefix-closed (dec
 first w nodes are the top-w tree. Whatever w is chosen, the target's own tokens are emitted
 (lossless); only the speed changes.
 
-  ngram   the smallest width that holds the longest proposal among the live rows; 0 when no row has a
-          prompt-lookup match (an AR step: never slower than AR by more than the lookup).
+  ngram   the width w maximising (1 + E[A](w)) / t_ngram(w) over the live rows: a row's proposal
+          (length k, from a suffix match of length n) is expected to accept sum_{i <= min(w, k)} q^i
+          tokens, q = the row's running per-token acceptance of its past n-gram-length-n proposals
+          (decayed counts, a prior of 1/2; ngram_update). So a round verifies draft rows only when
+          they are expected to pay for their rows, else it is an AR step (w = 0: no match, or matches
+          that have not been accepted). Without a cost table (LoopConfig(cost=()), tests): the
+          smallest width holding the longest proposal.
   auto    (glance, `--budgets auto`) the width w maximising (1 + E[A](w)) / t(w): E[A](w) is the
           expected accepted length of the top-w tree, sum of exp(score) over its nodes under the
           factorised draft, mapped through a calibration measured on bench records (predicted ->
@@ -24,6 +29,7 @@ import pathlib
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 NGRAM_WIDTHS = (0, 3, 7)      # plus the draft depth
 AUTO_WIDTHS = (0, 15, 31)     # plus the budget (the widest tree, default 63)
@@ -41,6 +47,73 @@ def smallest_width_holding(need: jax.Array, widths: tuple[int, ...]) -> jax.Arra
   """need int32 [] -> index of the smallest width >= need (the last when none is)."""
   w = jnp.asarray(widths, jnp.int32)
   return jnp.minimum(jnp.sum(w < need), len(widths) - 1).astype(jnp.int32)
+
+
+NGRAM_PRIOR = (1.0, 2.0)      # (accepted, trials) a row starts with, per match length: q = 1/2
+NGRAM_DECAY = 0.9             # weight of the past per update: the estimate follows the text
+
+
+def ngram_prior(batch: int, max_ngram: int) -> jax.Array:
+  """float32 [B, max_ngram, 2]: (accepted, trials) per match length n = 1..max_ngram."""
+  return jnp.broadcast_to(jnp.asarray(NGRAM_PRIOR, jnp.float32), (batch, max_ngram, 2))
+
+
+def ngram_width(stats: jax.Array, match_n: jax.Array, k: jax.Array, live: jax.Array,
+                widths: tuple[int, ...], cost: tuple[float, ...]) -> jax.Array:
+  """Index into widths maximising sum_rows (1 + E[A](w)) / t(w) for n-gram proposals.
+
+  stats [B, M, 2] (ngram_prior); match_n int32 [B] (0 = no proposal); k int32 [B] proposal lengths."""
+  m = stats.shape[1]
+  row = jnp.take_along_axis(stats, jnp.clip(match_n - 1, 0, m - 1)[:, None, None], axis=1)[:, 0]  # [B, 2]
+  q = jnp.where(match_n > 0, row[:, 0] / jnp.maximum(row[:, 1], 1e-6), 0.0)
+  i = jnp.arange(1, max(widths) + 1)                                      # [D]
+  terms = jnp.where(i[None] <= k[:, None], q[:, None] ** i[None], 0.0)    # [B, D]
+  cum = jnp.pad(jnp.cumsum(terms, axis=1), ((0, 0), (1, 0)))              # cum[:, w] = E[A](w)
+  ea = cum[:, jnp.asarray(widths)]                                        # [B, nw]
+  tokens = jnp.sum(jnp.where(live[:, None], 1.0 + ea, 0.0), axis=0)
+  return jnp.argmax(tokens / jnp.asarray(cost, jnp.float32)).astype(jnp.int32)
+
+
+def ngram_can_pay(stats: jax.Array, live: jax.Array, depth: int, widths: tuple[int, ...],
+                  cost: tuple[float, ...]) -> jax.Array:
+  """bool []: could any proposal pay this round? The choice with every live row holding a full-depth
+  proposal from its best match length (E[A] grows with q and k, so this bounds every real lookup).
+  The counts change only on verify rounds, so while it is False every round is an AR step."""
+  q = stats[..., 0] / jnp.maximum(stats[..., 1], 1e-6)                  # [B, M]
+  best_n = (jnp.argmax(q, axis=1) + 1).astype(jnp.int32)
+  k = jnp.full(live.shape, depth, jnp.int32)
+  return ngram_width(stats, best_n, k, live, widths, cost) != 0
+
+
+def ngram_update(stats: jax.Array, match_n: jax.Array, k: jax.Array, width: jax.Array, accepted: jax.Array,
+                 live: jax.Array, decay: float = NGRAM_DECAY) -> jax.Array:
+  """After a round that verified `width` rows: each live row with a proposal adds its accepted tokens
+  and trials (accepted, plus the first rejected token when it stopped short of the verified
+  proposal) to the counts of its match length (the geometric model's maximum-likelihood counts)."""
+  m = stats.shape[1]
+  k_eff = jnp.minimum(k, width)
+  used = live & (match_n > 0) & (k_eff > 0)
+  a = accepted.astype(jnp.float32)
+  obs = jnp.stack([a, a + (accepted < k_eff)], axis=-1)                   # [B, 2]
+  hit = used[:, None] & (jnp.arange(1, m + 1)[None] == match_n[:, None])  # [B, M]
+  return jnp.where(hit[..., None], decay * stats + obs[:, None], stats)
+
+
+def calibration_record(scores: jax.Array, accepted: jax.Array, commit_rows: jax.Array, width: jax.Array,
+                       widths: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+  """One round's calibration data: (raw E[A] of the top-w tree [B, P], the accepted length the top-w
+  tree would have had [B, P], -1 for w above the verified width) for w in `widths`.
+
+  The walk's path in the top-w tree is the verified path cut at its first node outside the top w
+  (a parent precedes its children, so path node indices increase): A(w) = path nodes with index < w.
+  commit_rows [B, C]: verify rows of the path (root first; row i = node i - 1)."""
+  pred = expected_accepted(scores, widths)
+  c = commit_rows.shape[1]
+  on_path = jnp.arange(1, c)[None] <= accepted[:, None]                   # [B, C - 1]
+  node = commit_rows[:, 1:] - 1                                           # [B, C - 1]
+  w = jnp.asarray(widths, jnp.int32)
+  obs = jnp.sum(on_path[:, :, None] & (node[:, :, None] < w[None, None]), axis=1).astype(jnp.int32)
+  return pred, jnp.where(w[None] <= width, obs, -1)
 
 
 def expected_accepted(scores: jax.Array, widths: tuple[int, ...], calib: tuple = ()) -> jax.Array:
@@ -79,12 +152,20 @@ class RoundCost:
   calibration: tuple = ()
   meta: dict = dataclasses.field(default_factory=dict)
   path: str = "<built-in>"
+  ngram: dict[int, float] = dataclasses.field(default_factory=dict)   # ngram rounds: t(w) / t_AR
 
-  def costs(self, widths: tuple[int, ...]) -> tuple[float, ...]:
-    missing = [w for w in widths if w not in self.widths]
+  def costs(self, widths: tuple[int, ...], method: str = "glance") -> tuple[float, ...]:
+    """t(w) / t_AR per width. ngram: a width inside the measured range (a budget below the draft
+    depth compiles e.g. width 1) is interpolated linearly between its measured neighbours."""
+    table, key = (self.ngram, "ngram_t_over_ar") if method == "ngram" else (self.widths, "t_over_ar")
+    if method == "ngram" and table:
+      xs = sorted(table)
+      table = {**{w: float(np.interp(w, xs, [table[x] for x in xs])) for w in widths if xs[0] <= w <= xs[-1]},
+               **table}
+    missing = [w for w in widths if w not in table]
     if missing:
-      raise ValueError(f"{self.path}: round cost table has no width {missing} (has {sorted(self.widths)})")
-    return tuple(float(self.widths[w]) for w in widths)
+      raise ValueError(f"{self.path}: round cost table key {key!r} has no width {missing} (has {sorted(table)})")
+    return tuple(float(table[w]) for w in widths)
 
   def check_matches(self, expect: dict) -> list[str]:
     """One message per metadata key (size, device, batch, ...) where the table differs from `expect`."""
@@ -104,19 +185,25 @@ def read_round_cost(path) -> RoundCost:
   if not isinstance(data, dict) or data.get("schema") != COST_SCHEMA:
     raise ValueError(f"--round-cost: {path}: key 'schema' must be {COST_SCHEMA!r} "
                      f"(got {data.get('schema') if isinstance(data, dict) else type(data).__name__!r})")
-  try:
-    widths = {int(w): float(t) for w, t in data["t_over_ar"].items()}
-  except (KeyError, AttributeError, TypeError, ValueError):
-    raise ValueError(f"--round-cost: {path}: key 't_over_ar' must map width -> t(w) / t_AR") from None
-  if 0 not in widths or any(not (t > 0 and math.isfinite(t)) for t in widths.values()):
-    raise ValueError(f"--round-cost: {path}: 't_over_ar' needs width 0 and positive finite costs, got {widths}")
+  widths = _width_map(data, "t_over_ar", path)
+  ngram = _width_map(data, "ngram_t_over_ar", path) if "ngram_t_over_ar" in data else {}
   calib = data.get("calibration") or {}
   xs, ys = calib.get("predicted", []), calib.get("observed", [])
   if len(xs) != len(ys) or any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
     raise ValueError(f"--round-cost: {path}: 'calibration' must hold equal-length non-decreasing "
                      "'predicted' and 'observed' lists")
   knots = (tuple(map(float, xs)), tuple(map(float, ys))) if xs else ()
-  return RoundCost(widths, knots, dict(data.get("meta") or {}), path)
+  return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram)
+
+
+def _width_map(data: dict, key: str, path: str) -> dict[int, float]:
+  try:
+    widths = {int(w): float(t) for w, t in data[key].items()}
+  except (KeyError, AttributeError, TypeError, ValueError):
+    raise ValueError(f"--round-cost: {path}: key {key!r} must map width -> t(w) / t_AR") from None
+  if 0 not in widths or any(not (t > 0 and math.isfinite(t)) for t in widths.values()):
+    raise ValueError(f"--round-cost: {path}: {key!r} needs width 0 and positive finite costs, got {widths}")
+  return widths
 
 
 def default_round_cost() -> RoundCost:

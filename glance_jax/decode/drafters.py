@@ -40,9 +40,16 @@ def ngram_tree(history: jax.Array, length: jax.Array, depth: int, max_ngram: int
   Finds the most recent earlier occurrence of the longest suffix n-gram (n = max_ngram..1) and
   proposes the tokens that followed it, truncated to those already known (< length).
   """
+  return ngram_lookup(history, length, depth, max_ngram)[0]
+
+
+def ngram_lookup(history: jax.Array, length: jax.Array, depth: int, max_ngram: int = 3
+                 ) -> tuple[DraftTree, jax.Array]:
+  """ngram_tree plus the length n of the matched suffix n-gram, int32 [B] (0 = no match)."""
   b, h = history.shape
   pos = jnp.arange(h)
   best_j = jnp.full((b,), -1, jnp.int32)
+  best_n = jnp.zeros((b,), jnp.int32)
   for n in range(1, max_ngram + 1):  # longer n-grams override shorter ones when they match
     ok = (pos[None] >= n - 1) & (pos[None] < (length - 1)[:, None])        # candidate end j < last
     for k in range(n):
@@ -52,10 +59,11 @@ def ngram_tree(history: jax.Array, length: jax.Array, depth: int, max_ngram: int
     ok = ok & (length - 1 >= n - 1)[:, None]
     j = jnp.max(jnp.where(ok, pos[None], -1), axis=1).astype(jnp.int32)
     best_j = jnp.where(j >= 0, j, best_j)
+    best_n = jnp.where(j >= 0, n, best_n)
   src = best_j[:, None] + 1 + jnp.arange(depth)[None]                     # [B, depth]
   valid = (best_j[:, None] >= 0) & (src < length[:, None])
   tokens = jnp.take_along_axis(history, jnp.clip(src, 0, h - 1), axis=1)
-  return chain_from_tokens(tokens, valid)
+  return chain_from_tokens(tokens, valid), jnp.where(valid[:, 0], best_n, 0)
 
 
 def first_nodes(tree: DraftTree, w: int) -> DraftTree:

@@ -45,6 +45,11 @@ class GenerationResult:
   budget: int
   draft_passes_per_round: int
   widths: np.ndarray | None = None  # per round: the verify width (rows after the root) it used
+  # glance, per row: [rounds, P] raw predicted E[A] / observed A of the top-w tree for w in
+  # record_widths (observed -1 where w exceeds the round's verified width); decode/calibrate.py
+  predicted: list[np.ndarray] | None = None
+  observed: list[np.ndarray] | None = None
+  record_widths: tuple[int, ...] = ()
 
   @property
   def rounds(self) -> np.ndarray:
@@ -65,7 +70,7 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
              max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              seed: int = 0, stop_tokens: Sequence[int] | None = None, block_size: int = 16,
              max_length: int | None = None, oracle_tokens: np.ndarray | None = None, auto: bool = False,
-             round_cost=None) -> GenerationResult:
+             round_cost=None, timings: dict | None = None) -> GenerationResult:
   """Decodes `inputs` (ModelInputs, one or several rows) with the given method.
 
   method: ar | ngram | chain | glance. budget: N tree nodes for glance; draft depth cap for chain and
@@ -76,7 +81,9 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   round cost at full acceptance on random weights).
   auto (glance): each round verifies the top-w tree for the w among budget.auto_widths(budget) that
   maximises expected tokens per unit of round cost; round_cost: a budget.RoundCost (default: the
-  built-in table, budget.default_round_cost()).
+  built-in table, budget.default_round_cost()), also read by ngram (its own widths' costs).
+  timings (benchmarks): a dict that receives "loop_s", the decode loop's wall time alone (prefill
+  excluded; both are waited for, so it costs the overlap of prefill and loop dispatch).
   """
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
@@ -95,12 +102,15 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   if method in ("chain", "ngram"):  # depth-capped chains: one compiled loop for every budget >= L
     budget = min(int(budget), block_size - 1)
   cost, calib = (), ()
-  if auto:
-    if method != "glance":
-      raise ValueError(f"auto budgets need method glance, got {method!r}")
+  if auto and method != "glance":
+    raise ValueError(f"auto budgets need method glance, got {method!r}")
+  if auto or method == "ngram":
     from glance_jax.decode import budget as budget_lib
     rc = round_cost if round_cost is not None else budget_lib.default_round_cost()
-    cost, calib = rc.costs(budget_lib.auto_widths(int(budget))), rc.calibration
+    if auto:
+      cost, calib = rc.costs(budget_lib.auto_widths(int(budget))), rc.calibration
+    else:
+      cost = rc.costs(budget_lib.ngram_widths(int(budget)), method="ngram")
   cfg = LoopConfig(method=method, budget=int(budget), max_new_tokens=int(max_new_tokens), block_size=block_size,
                    sampling=sampling, tap_layers=tap_layers, mask_token_id=mask_id,
                    oracle=oracle_tokens is not None, auto=bool(auto), cost=cost, calib=calib)
@@ -124,15 +134,27 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
                         jnp.asarray(inputs.rope_delta, jnp.int32), pv, meta, stops_arr,
                         jax.random.key(seed), _oracle_array(oracle_tokens, ids.shape[0], cfg),
                         cfg=cfg, max_length=max_length)
-  state = decode_rounds(target.graphdef, target.params, hgd, hparams, state, stops_arr, cfg=cfg)
+  if timings is not None:
+    import time
+    jax.block_until_ready(state)
+    t0 = time.perf_counter()
+    state = jax.block_until_ready(decode_rounds(target.graphdef, target.params, hgd, hparams, state, stops_arr,
+                                                cfg=cfg))
+    timings["loop_s"] = time.perf_counter() - t0
+  else:
+    state = decode_rounds(target.graphdef, target.params, hgd, hparams, state, stops_arr, cfg=cfg)
   out, count = np.asarray(state.out), np.asarray(state.count)
   rec_a, rec_h = np.asarray(state.rec_accepted), np.asarray(state.rec_entropy)
   live = [rec_a[b] >= 0 for b in range(ids.shape[0])]
+  pred, obs = np.asarray(state.rec_pred), np.asarray(state.rec_obs)
   return GenerationResult(tokens=[out[b, : count[b]] for b in range(ids.shape[0])],
                           accepted=[rec_a[b][live[b]] for b in range(ids.shape[0])],
                           root_entropy=[rec_h[b][live[b]] for b in range(ids.shape[0])],
                           method=method, budget=int(budget), draft_passes_per_round=draft_passes(cfg),
-                          widths=np.asarray(state.rec_width)[: int(state.rounds)])
+                          widths=np.asarray(state.rec_width)[: int(state.rounds)],
+                          predicted=[pred[b][live[b]] for b in range(ids.shape[0])],
+                          observed=[obs[b][live[b]] for b in range(ids.shape[0])],
+                          record_widths=cfg.record_widths)
 
 
 def _oracle_array(tokens, batch: int, cfg: LoopConfig) -> jax.Array:

@@ -61,6 +61,8 @@ class LoopConfig:
       raise ValueError(f"auto budgets need method glance, got {self.method!r}")
     if self.auto and len(self.cost) != len(self.widths):
       raise ValueError(f"auto budgets need one round cost per width {self.widths}, got {self.cost}")
+    if self.method == "ngram" and self.cost and len(self.cost) != len(self.widths):
+      raise ValueError(f"ngram needs one round cost per width {self.widths}, got {self.cost}")
 
   @property
   def widths(self) -> tuple[int, ...]:
@@ -72,6 +74,12 @@ class LoopConfig:
     if self.auto:
       return budget_lib.auto_widths(self.num_nodes)
     return (self.num_nodes,)
+
+  @property
+  def record_widths(self) -> tuple[int, ...]:
+    """Widths at which each glance round records the predicted and observed accepted length (the
+    calibration data of decode/calibrate.py); none for the other methods."""
+    return tuple(w for w in budget_lib.auto_widths(self.num_nodes) if w) if self.method == "glance" else ()
 
   @property
   def depth(self) -> int:
@@ -115,8 +123,12 @@ class DecodeState:
   rec_accepted: jax.Array   # int32 [B, R]: A per round (-1 once the row is done)
   rec_entropy: jax.Array    # float32 [B, R]: target entropy at the round's root
   rec_width: jax.Array      # int32 [R]: verify width of each round (-1 = not run)
+  rec_pred: jax.Array       # float32 [B, R, P]: raw E[A] of the top-w tree, w in cfg.record_widths
+  rec_obs: jax.Array        # int32 [B, R, P]: A within the top-w tree (-1: w > the verified width)
+  ngram_stats: jax.Array    # float32 [B, max_ngram, 2]: ngram's (accepted, trials) per match length
   key: jax.Array
   oracle: jax.Array         # int32 [B, M]: the known continuation (oracle drafter), else [B, 0]
+  ahead: tuple | None = None  # glance-auto: (DraftTree, scores [B, N]) drafted for the current root
 
 
 def _feats(taps: dict[int, jax.Array], layers: tuple[int, ...]) -> jax.Array:
@@ -174,18 +186,20 @@ def prefill_state(tgd, tparams, hgd, hparams, input_ids, attention_mask, positio
                      n_pending=jnp.zeros((b,), jnp.int32), out=out, count=jnp.ones((b,), jnp.int32), done=done,
                      rounds=jnp.int32(0), rec_accepted=jnp.full((b, n_rec), -1, jnp.int32),
                      rec_entropy=jnp.zeros((b, n_rec), jnp.float32),
-                     rec_width=jnp.full((n_rec,), -1, jnp.int32), key=key, oracle=oracle)
+                     rec_width=jnp.full((n_rec,), -1, jnp.int32),
+                     rec_pred=jnp.zeros((b, n_rec, len(cfg.record_widths)), jnp.float32),
+                     rec_obs=jnp.full((b, n_rec, len(cfg.record_widths)), -1, jnp.int32),
+                     ngram_stats=budget_lib.ngram_prior(b, cfg.max_ngram), key=key, oracle=oracle)
 
 
 def _draft(head, target, st: DecodeState, cfg: LoopConfig):
-  """One head pass -> ((DraftTree, node scores [B, N] or None), updated state). Projects last round's
-  features into the head's context cache first."""
+  """One head pass -> ((DraftTree, node scores [B, N] | ngram match length [B] | None), updated state).
+  Projects last round's features into the head's context cache first."""
   b = st.root.shape[0]
   if not cfg.uses_head:
     if cfg.method == "ar":
       return (drafters.empty_tree(b), None), st
-    tree = drafters.ngram_tree(st.history, st.cache.length + 1, cfg.num_nodes, cfg.max_ngram)
-    return (tree, None), st
+    return drafters.ngram_lookup(st.history, st.cache.length + 1, cfg.num_nodes, cfg.max_ngram), st
   c = cfg.depth + 1
   ctx = head.project_context(st.pending)                                  # [B, C, H]
   k, v = head.context_kv(ctx, _text_positions(st.ctx_len + st.rope_delta, jnp.arange(c)))
@@ -214,7 +228,7 @@ def _ar_result(choice: jax.Array, c: int) -> WalkResult:
   return WalkResult(jnp.zeros((b,), jnp.int32), zeros, zeros.at[:, 0].set(choice[:, 0]), choice[:, 0])
 
 
-def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int):
+def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int, alone: bool = False):
   """Verifies the root plus the first w nodes in one target pass, walks, commits.
 
   Returns (cache, WalkResult with C = L + 1 commit rows (1 for ar), features of the committed rows
@@ -228,7 +242,9 @@ def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int):
                           tap_layers=cfg.tap_layers if cfg.uses_head else ())
   logits = target.logits(h)                                               # [B, w + 1, V] fp32
   choice = choose(logits, key, cfg.sampling)
-  c = cfg.depth + 1 if max(cfg.widths) else 1
+  # commit rows: C, the same in every switch branch; 1 for AR and for an AR step outside a switch
+  # without a head (ngram's AR runs: no C-row writes per token)
+  c = cfg.depth + 1 if max(cfg.widths) and (w or cfg.uses_head or not alone) else 1
   if w:
     res = walk(sub, choice, cfg.depth)
     advance = jnp.where(live, res.accepted + 1, 0)
@@ -243,26 +259,38 @@ def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int):
   return cache, res, pending, entropy(logits[:, 0])
 
 
-def _choose_width(cfg: LoopConfig, tree, scores, live) -> jax.Array:
+def _choose_width(cfg: LoopConfig, st: DecodeState, tree, scores, live) -> jax.Array:
   """Index into cfg.widths for this round (decode/budget.py)."""
   if cfg.method == "ngram":
+    if cfg.cost:
+      return budget_lib.ngram_width(st.ngram_stats, scores, jnp.sum(tree.valid, axis=1), live, cfg.widths,
+                                    cfg.cost)
     need = jnp.max(jnp.where(live, jnp.sum(tree.valid, axis=1), 0))
     return budget_lib.smallest_width_holding(need, cfg.widths)
   return budget_lib.best_width(scores, live, cfg.widths, cfg.cost, cfg.calib)
 
 
-def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState) -> DecodeState:
+def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState, only: int | None = None
+           ) -> DecodeState:
+  """One round; `only` (static): verify that width, no per-round choice. With st.ahead (glance-auto)
+  the round verifies that draft instead of drafting."""
   target = nnx.merge(tgd, tparams)
   head = nnx.merge(hgd, hparams) if cfg.uses_head else None
-  (tree, scores), st = _draft(head, target, st, cfg)
+  if st.ahead is not None:
+    (tree, scores), st = st.ahead, st.replace(ahead=None)
+  elif only == 0 and not cfg.uses_head:  # an AR step of ngram's AR runs: no lookup
+    tree, scores = drafters.empty_tree(st.root.shape[0]), None
+  else:
+    (tree, scores), st = _draft(head, target, st, cfg)
   live = ~st.done
   key, sub = jax.random.split(st.key)
-  branches = [functools.partial(_verify, target, cfg, st, tree, live, sub, w) for w in cfg.widths]
+  widths = cfg.widths if only is None else (only,)
+  branches = [functools.partial(_verify, target, cfg, st, tree, live, sub, w, only is not None) for w in widths]
   if len(branches) == 1:
-    idx = jnp.int32(0)
+    idx = jnp.int32(cfg.widths.index(widths[0]))
     cache, res, pending, root_h = branches[0]()
   else:
-    idx = _choose_width(cfg, tree, scores, live)
+    idx = _choose_width(cfg, st, tree, scores, live)
     cache, res, pending, root_h = jax.lax.switch(idx, branches)
   # emit: A accepted + bonus, cut at the first stop token and at max_new_tokens
   n_new = res.accepted + 1
@@ -286,10 +314,82 @@ def _round(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState) 
   r = st.rounds
   rec_a = st.rec_accepted.at[:, r].set(jnp.where(live, res.accepted, -1))
   rec_h = st.rec_entropy.at[:, r].set(jnp.where(live, root_h, 0.0))
-  rec_w = st.rec_width.at[r].set(jnp.asarray(cfg.widths, jnp.int32)[idx])
+  width = jnp.asarray(cfg.widths, jnp.int32)[idx]
+  rec_w = st.rec_width.at[r].set(width)
+  # --- per-round width records (calibration data, ngram's acceptance estimate) ---
+  rec_pred, rec_obs, ng = st.rec_pred, st.rec_obs, st.ngram_stats
+  if cfg.record_widths:
+    pred, obs = budget_lib.calibration_record(scores, res.accepted, res.commit_rows, width, cfg.record_widths)
+    rec_pred = rec_pred.at[:, r].set(pred)
+    rec_obs = rec_obs.at[:, r].set(jnp.where(live[:, None], obs, -1))
+  if cfg.method == "ngram" and only != 0:
+    ng = budget_lib.ngram_update(ng, scores, jnp.sum(tree.valid, axis=1), width, res.accepted, live)
+  # --- end of the width records ---
   return st.replace(cache=cache, root=jnp.where(live, res.bonus, st.root), history=history, pending=pending,
                     n_pending=n_pending, out=out, count=count, done=done, rounds=r + 1, rec_accepted=rec_a,
-                    rec_entropy=rec_h, rec_width=rec_w, key=key)
+                    rec_entropy=rec_h, rec_width=rec_w, rec_pred=rec_pred, rec_obs=rec_obs, ngram_stats=ng,
+                    key=key)
+
+
+def _running(cfg: LoopConfig, st: DecodeState) -> jax.Array:
+  return (st.rounds < cfg.max_new_tokens) & ~jnp.all(st.done)
+
+
+# --- ngram with a cost table: runs of AR steps without a per-round switch ---------------------------
+# A lax.switch in the loop body costs about one more AR step per round on XLA:CPU (measured: an ngram
+# round forced to width 0 through the switch 0.58 ms, without it 0.25 ms, AR 0.23 ms; docs/rounds.md),
+# so the rounds that verify nothing run in an inner while_loop of plain AR steps (plus the lookup that
+# decides when to leave it), and the switch is paid once per run of AR steps or verify round.
+
+def _ngram_choice(cfg: LoopConfig, st: DecodeState) -> jax.Array:
+  """The width index the next round would choose (budget.ngram_width on this state's lookup)."""
+  tree, match_n = drafters.ngram_lookup(st.history, st.cache.length + 1, cfg.num_nodes, cfg.max_ngram)
+  return budget_lib.ngram_width(st.ngram_stats, match_n, jnp.sum(tree.valid, axis=1), ~st.done, cfg.widths,
+                                cfg.cost)
+
+
+def _ngram_body(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeState) -> DecodeState:
+  step = functools.partial(_round, tgd, tparams, hgd, hparams, stops, cfg)
+
+  def ar_run(s):
+    # no lookup while no proposal could pay (the counts only change on verify rounds)
+    s = jax.lax.while_loop(lambda x: _running(cfg, x) & ~budget_lib.ngram_can_pay(
+        x.ngram_stats, ~x.done, cfg.num_nodes, cfg.widths, cfg.cost), functools.partial(step, only=0), s)
+    return jax.lax.while_loop(lambda x: _running(cfg, x) & (_ngram_choice(cfg, x) == 0),
+                              functools.partial(step, only=0), s)
+
+  branches = [ar_run] + [functools.partial(step, only=w) for w in cfg.widths[1:]]
+  return jax.lax.switch(_ngram_choice(cfg, st), branches, st)
+
+
+# --- glance-auto: runs of rounds at one width, the switch paid only when the width changes ---------
+# Measured on the testbed (docs/rounds.md): a per-round lax.switch over the verify widths costs ~1.5
+# AR steps per round. So each round drafts the *next* round's tree at its end (st.ahead), the width
+# that tree asks for is known before the round starts, and an inner while_loop runs rounds at one
+# static width for as long as the choice stays the same.
+
+def _draft_ahead(tgd, tparams, hgd, hparams, cfg: LoopConfig, st: DecodeState) -> DecodeState:
+  drafted, st = _draft(nnx.merge(hgd, hparams), nnx.merge(tgd, tparams), st, cfg)
+  return st.replace(ahead=drafted)
+
+
+def _auto_choice(cfg: LoopConfig, st: DecodeState) -> jax.Array:
+  return budget_lib.best_width(st.ahead[1], ~st.done, cfg.widths, cfg.cost, cfg.calib)
+
+
+def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: DecodeState) -> DecodeState:
+  ahead = functools.partial(_draft_ahead, tgd, tparams, hgd, hparams, cfg)
+
+  def step(w, st):
+    return ahead(_round(tgd, tparams, hgd, hparams, stops, cfg, st, only=w))
+
+  def run(i, st):
+    return jax.lax.while_loop(lambda x: _running(cfg, x) & (_auto_choice(cfg, x) == i),
+                              functools.partial(step, cfg.widths[i]), st)
+
+  branches = [functools.partial(run, i) for i in range(len(cfg.widths))]
+  return jax.lax.while_loop(functools.partial(_running, cfg),
+                            lambda st: jax.lax.switch(_auto_choice(cfg, st), branches, st), ahead(state))
 
 
 @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
@@ -297,11 +397,11 @@ def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Arr
                   cfg: LoopConfig) -> DecodeState:
   """Every round of the generation in one `lax.while_loop` (nothing returns to the host)."""
   TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape)] += 1
-
-  def cond(st):
-    return (st.rounds < cfg.max_new_tokens) & ~jnp.all(st.done)
-
-  return jax.lax.while_loop(cond, functools.partial(_round, tgd, tparams, hgd, hparams, stops, cfg), state)
+  if cfg.auto:
+    return _auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state).replace(ahead=None)
+  body = _ngram_body if cfg.method == "ngram" and cfg.cost else _round
+  return jax.lax.while_loop(functools.partial(_running, cfg),
+                            functools.partial(body, tgd, tparams, hgd, hparams, stops, cfg), state)
 
 
 def draft_passes(cfg: LoopConfig) -> int:

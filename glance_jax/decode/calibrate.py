@@ -1,0 +1,296 @@
+"""The round-cost table and the E[A] calibration that glance-auto and ngram choose widths with.
+
+    python -m glance_jax.decode.calibrate --out TABLE.json [--per-task 6] [--reps 2]
+        [--heldout 8] [--bench BENCH.json --label glance-63] [--no-cost] [--no-calibration]
+
+1. Cost (`t_over_ar`, `ngram_t_over_ar`): the real decode loop, timed alone (generate's `timings`,
+   prefill excluded) with the verify width forced (a cost table that makes one width the only
+   choice), per round = loop seconds / rounds, for every glance-auto width and every ngram width,
+   over the testbed's train prompts, against AR's loop; runs interleaved (order rotated per prompt
+   and repeat), ratio of sums. A round's cost here is what the loop pays: draft, tree, the switch,
+   verify, walk, commit and the records, not a sum of separately timed parts.
+2. Calibration (`calibration: {predicted, observed}`): glance at the widest budget records, per
+   round and width w in LoopConfig.record_widths, the factorised E[A] of the top-w tree and the
+   accepted length the top-w tree would have had (loop.py / budget.calibration_record). An isotonic
+   (monotone, pool-adjacent-violators) fit of observed on predicted gives the knots the loop maps
+   E[A] through (jnp.interp). Fitted on the testbed's *train* split (never the held-out prompts the
+   bench evaluates), or on a bench JSON's records (--bench, per_prompt predicted / observed).
+   Printed: predicted vs observed per decile of the prediction, raw and calibrated, in-sample and,
+   with --heldout N, on N held-out prompts per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+# --- isotonic fit ----------------------------------------------------------------------------------
+
+
+def pav(x, y) -> tuple[tuple[float, ...], tuple[float, ...]]:
+  """Isotonic (non-decreasing) least-squares fit of y on x by pool-adjacent-violators.
+
+  -> knots (xs, ys): each pooled block's mean x and mean y, both non-decreasing; a piecewise-linear
+  interpolation through them (flat outside) is the calibration map."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+    raise ValueError(f"pav needs equal-length non-empty 1-d x and y, got {x.shape} and {y.shape}")
+  ux, inv = np.unique(x, return_inverse=True)              # ties in x are one point (weighted)
+  w = np.bincount(inv).astype(np.float64)
+  sy = np.bincount(inv, weights=y)
+  blocks: list[list[float]] = []                           # [sum w, sum w*x, sum y]
+  for xi, wi, syi in zip(ux, w, sy):
+    blocks.append([wi, wi * xi, syi])
+    while len(blocks) > 1 and blocks[-2][2] / blocks[-2][0] > blocks[-1][2] / blocks[-1][0]:
+      last = blocks.pop()
+      blocks[-1] = [a + b for a, b in zip(blocks[-1], last)]
+  xs = tuple(float(b[1] / b[0]) for b in blocks)
+  ys = tuple(float(b[2] / b[0]) for b in blocks)
+  return xs, ys
+
+
+def apply(knots, pred) -> np.ndarray:
+  pred = np.asarray(pred, np.float64)
+  return np.interp(pred, knots[0], knots[1]) if knots else pred
+
+
+def deciles(pred, obs, knots=(), n_bins: int = 10) -> list[dict]:
+  """Per decile of the raw prediction: rounds, mean raw prediction, mean calibrated, mean observed."""
+  pred, obs = np.asarray(pred, np.float64), np.asarray(obs, np.float64)
+  edges = np.quantile(pred, np.linspace(0, 1, n_bins + 1))
+  idx = np.clip(np.searchsorted(edges, pred, side="right") - 1, 0, n_bins - 1)
+  cal = apply(knots, pred)
+  return [{"n": int(np.sum(idx == i)), "predicted": float(pred[idx == i].mean()),
+           "calibrated": float(cal[idx == i].mean()), "observed": float(obs[idx == i].mean())}
+          for i in range(n_bins) if np.any(idx == i)]
+
+
+def decile_markdown(rows_raw: list[dict], title: str) -> str:
+  lines = [f"{title}", "", "| decile | rounds | predicted E[A] (raw) | calibrated | observed A |", "|---|---|---|---|---|"]
+  lines += [f"| {i + 1} | {r['n']} | {r['predicted']:.2f} | {r['calibrated']:.2f} | {r['observed']:.2f} |"
+            for i, r in enumerate(rows_raw)]
+  return "\n".join(lines)
+
+
+def mean_abs_error(pred, obs, knots=()) -> float:
+  return float(np.mean(np.abs(apply(knots, pred) - np.asarray(obs, np.float64))))
+
+
+# --- calibration data ------------------------------------------------------------------------------
+
+
+def pairs_from_results(results) -> tuple[np.ndarray, np.ndarray]:
+  """GenerationResults (glance) -> (predicted, observed) over every row, round and recorded width
+  where the width was verified (observed >= 0)."""
+  p, o = [], []
+  for res in results:
+    for pr, ob in zip(res.predicted or [], res.observed or []):
+      keep = ob >= 0
+      p.append(pr[keep])
+      o.append(ob[keep])
+  if not p:
+    return np.zeros(0), np.zeros(0)
+  return np.concatenate(p).astype(np.float64), np.concatenate(o).astype(np.float64)
+
+
+def pairs_from_bench(path: str, label: str) -> tuple[np.ndarray, np.ndarray]:
+  """A `decode.py bench` JSON's per-round records of method `label` (per_prompt predicted /
+  observed, [rounds][widths]) -> (predicted, observed)."""
+  try:
+    data = json.loads(pathlib.Path(path).read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise ValueError(f"--bench: cannot read {path} ({e})") from None
+  p, o = [], []
+  for task, t in data.get("tasks", {}).items():
+    m = t.get("methods", {}).get(label)
+    if m is None:
+      raise ValueError(f"--bench: {path}: task {task!r} has no method {label!r}")
+    for pp in m["per_prompt"]:
+      if "predicted" not in pp:
+        raise ValueError(f"--bench: {path}: tasks.{task}.methods.{label}.per_prompt has no 'predicted' "
+                         "records (a bench run before per-round records, or not a glance method)")
+      pr, ob = np.asarray(pp["predicted"], np.float64), np.asarray(pp["observed"], np.float64)
+      keep = ob >= 0
+      p.append(pr[keep])
+      o.append(ob[keep])
+  if not p:
+    raise ValueError(f"--bench: {path}: no rounds of {label!r}")
+  return np.concatenate(p), np.concatenate(o)
+
+
+# --- the real loop, forced widths ------------------------------------------------------------------
+
+FORCE = 1e6  # the cost of every width but the forced one
+
+
+def forced_table(widths: tuple[int, ...], w: int, method: str):
+  from glance_jax.decode import budget as budget_lib
+  table = {x: (1.0 if x == w else FORCE) for x in widths}
+  return budget_lib.RoundCost(table, ngram=table) if method == "ngram" else budget_lib.RoundCost(table)
+
+
+def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max_new_tokens: int = 64,
+                  log=print) -> dict:
+  """t(w) / t_AR of the real loop per forced width (module doc, 1.), interleaved."""
+  from glance_jax.bench.runner import rotation
+  from glance_jax.decode import budget as budget_lib
+  from glance_jax.decode.generate import generate
+  depth = head.config.block_size - 1
+  configs = [("ar", 0)] + [("glance", w) for w in budget_lib.auto_widths(budget)] + \
+            [("ngram", w) for w in budget_lib.ngram_widths(depth)]
+
+  def run(p, method, w):
+    kw = dict(max_new_tokens=max_new_tokens, stop_tokens=())  # no stop: every run emits max_new tokens
+    if method == "glance":
+      kw.update(head=head, budget=budget, auto=True, round_cost=forced_table(budget_lib.auto_widths(budget), w, method))
+    elif method == "ngram":
+      kw.update(budget=depth, round_cost=forced_table(budget_lib.ngram_widths(depth), w, method))
+    timings = {}
+    res = generate(target, p.inputs, method=method, timings=timings, **kw)
+    if method != "ar" and set(res.widths.tolist()) != {w}:
+      raise RuntimeError(f"forced width {w} of {method} ran widths {sorted(set(res.widths.tolist()))}")
+    return timings["loop_s"], len(res.widths)
+
+  seen = set()
+  for p in prompts:  # compile every config for every shape first
+    if p.signature not in seen:
+      seen.add(p.signature)
+      for c in configs:
+        run(p, *c)
+  secs = {c: 0.0 for c in configs}
+  rounds = {c: 0 for c in configs}
+  t0 = time.perf_counter()
+  for i, p in enumerate(prompts):
+    for r in range(reps):
+      for c in rotation(configs, i * reps + r):
+        s, n = run(p, *c)
+        secs[c] += s
+        rounds[c] += n
+  per_round = {c: secs[c] / max(rounds[c], 1) for c in configs}
+  t_ar = per_round[("ar", 0)]
+  log(f"cost: {len(prompts)} prompts x {reps} reps x {len(configs)} configs in {time.perf_counter() - t0:.0f}s; "
+      f"AR {1e3 * t_ar:.3f} ms/round")
+  return {"t_over_ar": {str(w): per_round[("glance", w)] / t_ar for m, w in configs if m == "glance"},
+          "ngram_t_over_ar": {str(w): per_round[("ngram", w)] / t_ar for m, w in configs if m == "ngram"},
+          "t_ar_ms": 1e3 * t_ar,
+          "loop_ms_per_round": {f"{m}-{w}": 1e3 * v for (m, w), v in per_round.items()}}
+
+
+def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64):
+  """glance at budget `budget` (every recorded width verified) on each prompt -> (predicted, observed)."""
+  from glance_jax.decode.generate import generate
+  res = [generate(target, p.inputs, head=head, method="glance", budget=budget, max_new_tokens=max_new_tokens)
+         for p in prompts]
+  return pairs_from_results(res)
+
+
+# --- command line ----------------------------------------------------------------------------------
+
+
+def testbed_prompts(split: str, per_task: int, processor, workdir: str):
+  """`per_task` records of each testbed task as bench Prompts: the shipped held-out files, or train-split
+  records the head never saw (the train stream, from index 2 x TRAIN_PER_TASK)."""
+  from glance_jax.bench.runner import prepare_prompts
+  from glance_jax.bench.tasks import load_tasks
+  from glance_jax.testbed import suite
+  if split == "heldout":
+    from glance_jax.testbed import paths
+    files = [str(f) for f in paths.task_files()]
+  else:
+    from glance_jax.testbed.build import HELDOUT_PER_TASK, TRAIN_PER_TASK
+    # past the records the head was trained on (the build's first TRAIN_PER_TASK, plus skips)
+    files = [suite.write_task(t, split, per_task, workdir, start=2 * TRAIN_PER_TASK,
+                              excluded=suite.heldout_answers(HELDOUT_PER_TASK)) for t in suite.TASKS]
+  tasks, errors = load_tasks(files, per_task)
+  if errors:
+    raise ValueError("; ".join(e["message"] for e in errors))
+  prompts, problems = prepare_prompts(processor, tasks)
+  if problems:
+    raise ValueError("; ".join(e["message"] for e in problems))
+  return [p for ps in prompts.values() for p in ps]
+
+
+def parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog="python -m glance_jax.decode.calibrate", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--out", required=True, help="cost table JSON to write (schema glance-round-cost/1)")
+  p.add_argument("--base", help="start from this table (default: the built-in one)")
+  p.add_argument("--per-task", type=int, default=6, help="testbed train prompts per task")
+  p.add_argument("--reps", type=int, default=2, help="timed repeats per prompt and width (cost)")
+  p.add_argument("--heldout", type=int, default=0, help="also report the calibration on N held-out prompts per task")
+  p.add_argument("--bench", help="fit the calibration on this bench JSON's records instead of a train run")
+  p.add_argument("--label", default="glance-63", help="the bench method whose records to fit (--bench)")
+  p.add_argument("--no-cost", action="store_true", help="keep the base table's costs")
+  p.add_argument("--no-calibration", action="store_true", help="keep the base table's calibration")
+  p.add_argument("--markdown", help="write the decile tables here")
+  return p
+
+
+def main(argv=None) -> dict:
+  args = parser().parse_args(argv)
+  import jax
+
+  from glance_jax.decode import budget as budget_lib
+  from glance_jax.decode.generate import Head
+  from glance_jax.qwen3_vl.inputs import Processor
+  from glance_jax.qwen3_vl.target import load_target
+  from glance_jax.testbed import paths
+
+  base = pathlib.Path(args.base) if args.base else budget_lib.DEFAULT_TABLE
+  budget_lib.read_round_cost(base)  # checked before any work
+  table = json.loads(base.read_text())
+  if not paths.available():
+    raise ValueError("the testbed (testbed/target, testbed/head) is not present")
+  target = load_target(str(paths.TARGET))
+  head = Head.load(str(paths.HEAD), target=target)
+  processor = Processor.from_pretrained(str(target.path))
+  workdir = tempfile.mkdtemp(prefix="glance_calib_")
+  need_train = not args.no_cost or (not args.no_calibration and not args.bench)
+  train = testbed_prompts("train", args.per_task, processor, workdir) if need_train else []
+  md = []
+  if not args.no_cost:
+    table.update(measure_costs(target, head, train, reps=args.reps))
+    t = target.config.text
+    table.setdefault("meta", {}).update(
+        backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
+        num_layers=t.num_hidden_layers, vocab_size=t.vocab_size, block_size=head.config.block_size, batch=1,
+        source="python -m glance_jax.decode.calibrate (real loop, forced widths, testbed train prompts)")
+    table.pop("whole_round_ms", None)
+  if not args.no_calibration:
+    pred, obs = pairs_from_bench(args.bench, args.label) if args.bench else collect(target, head, train)
+    knots = pav(pred, obs)
+    table["calibration"] = {"predicted": list(knots[0]), "observed": list(knots[1]),
+                            "source": f"bench {args.bench} {args.label}" if args.bench else
+                            f"testbed train split, {args.per_task} prompts per task, glance-63",
+                            "rounds": int(pred.size)}
+    src = "bench records" if args.bench else "train split"
+    md.append(decile_markdown(deciles(pred, obs, knots), f"Fit ({src}, in-sample, {pred.size} round-widths): "
+                              f"mean |E[A] - A| raw {mean_abs_error(pred, obs):.2f}, calibrated "
+                              f"{mean_abs_error(pred, obs, knots):.2f}"))
+    if args.heldout:
+      hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir))
+      md.append(decile_markdown(deciles(hp, ho, knots), f"Held-out ({args.heldout} prompts per task, "
+                                f"{hp.size} round-widths): mean |E[A] - A| raw {mean_abs_error(hp, ho):.2f}, "
+                                f"calibrated {mean_abs_error(hp, ho, knots):.2f}"))
+  pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
+  budget_lib.read_round_cost(args.out)  # what we wrote reads back
+  text = "\n\n".join(md)
+  print(json.dumps({k: table[k] for k in ("t_over_ar", "ngram_t_over_ar") if k in table}, indent=1))
+  print(text)
+  if args.markdown:
+    pathlib.Path(args.markdown).write_text(text + "\n")
+  return table
+
+
+if __name__ == "__main__":
+  try:
+    main()
+  except ValueError as e:
+    print(f"calibrate: {e}", file=sys.stderr)
+    sys.exit(2)

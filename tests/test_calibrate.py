@@ -1,0 +1,121 @@
+"""E[A] calibration (decode/calibrate.py): the isotonic fit, the decile report, reading the records
+back from a bench JSON, and the cost table's ngram widths."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from glance_jax.decode import budget, calibrate
+
+
+def _isotonic_brute(y):
+  """Least-squares non-decreasing fit by exhaustive block partitions (small n only)."""
+  n, best = len(y), None
+  for cuts in itertools.product([0, 1], repeat=n - 1):
+    bounds = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
+    fit = np.concatenate([np.full(b - a, np.mean(y[a:b])) for a, b in zip(bounds, bounds[1:])])
+    if np.all(np.diff(fit) >= -1e-12):
+      err = np.sum((fit - y) ** 2)
+      if best is None or err < best[0] - 1e-12:
+        best = (err, fit)
+  return best[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pav_is_the_least_squares_monotone_fit(seed):
+  rng = np.random.default_rng(seed)
+  x = np.sort(rng.uniform(0, 15, 9))
+  y = x * 0.5 + rng.normal(0, 3, 9)
+  xs, ys = calibrate.pav(x, y)
+  assert np.all(np.diff(xs) > 0) and np.all(np.diff(ys) >= 0)
+  np.testing.assert_allclose(calibrate.apply((xs, ys), x)[[0, -1]], _isotonic_brute(y)[[0, -1]], atol=1e-9)
+  # each knot is a pooled block's (mean x, mean y): the brute fit takes those values on the block
+  fitted = _isotonic_brute(y)
+  for ky in ys:
+    assert np.any(np.isclose(fitted, ky))
+
+
+def test_pav_pools_ties_and_violators():
+  xs, ys = calibrate.pav([1, 2, 3, 4, 4], [1, 3, 2, 5, 7])
+  assert xs == (1.0, 2.5, 4.0) and ys == (1.0, 2.5, 6.0)
+  with pytest.raises(ValueError, match="pav needs"):
+    calibrate.pav([], [])
+
+
+def test_deciles_before_and_after():
+  rng = np.random.default_rng(0)
+  pred = rng.uniform(0, 15, 400)
+  obs = 0.5 * pred + rng.normal(0, 0.5, 400)         # the raw prediction is twice too high
+  knots = calibrate.pav(pred, obs)
+  rows = calibrate.deciles(pred, obs, knots)
+  assert len(rows) == 10 and sum(r["n"] for r in rows) == 400
+  raw = np.mean([abs(r["predicted"] - r["observed"]) for r in rows])
+  cal = np.mean([abs(r["calibrated"] - r["observed"]) for r in rows])
+  assert cal < 0.2 < 2.0 < raw
+  assert calibrate.mean_abs_error(pred, obs, knots) < calibrate.mean_abs_error(pred, obs)
+
+
+def test_pairs_from_bench(tmp_path):
+  pp = {"id": "a", "predicted": [[5.0, 7.0], [3.0, 4.0]], "observed": [[4, -1], [2, 3]]}
+  data = {"tasks": {"t": {"methods": {"glance-auto": {"per_prompt": [pp]}}}}}
+  path = tmp_path / "bench.json"
+  path.write_text(json.dumps(data))
+  p, o = calibrate.pairs_from_bench(str(path), "glance-auto")
+  assert p.tolist() == [5.0, 3.0, 4.0] and o.tolist() == [4.0, 2.0, 3.0]
+  with pytest.raises(ValueError, match="no method 'glance-63'"):
+    calibrate.pairs_from_bench(str(path), "glance-63")
+  del pp["predicted"]
+  path.write_text(json.dumps(data))
+  with pytest.raises(ValueError, match="has no 'predicted'"):
+    calibrate.pairs_from_bench(str(path), "glance-auto")
+
+
+def test_cost_table_ngram_widths(tmp_path):
+  good = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 2.0, "15": 5.0},
+          "ngram_t_over_ar": {"0": 1.1, "3": 2.0}}
+  path = tmp_path / "t.json"
+  path.write_text(json.dumps(good))
+  rc = budget.read_round_cost(path)
+  assert rc.costs((0, 3), method="ngram") == (1.1, 2.0)
+  with pytest.raises(ValueError, match=r"'ngram_t_over_ar' has no width \[7\]"):
+    rc.costs((0, 3, 7), method="ngram")
+  good["ngram_t_over_ar"] = {"3": 2.0}
+  path.write_text(json.dumps(good))
+  with pytest.raises(ValueError, match=r"t.json: 'ngram_t_over_ar' needs width 0"):
+    budget.read_round_cost(path)
+  shipped = budget.default_round_cost()
+  assert shipped.costs(budget.ngram_widths(15), method="ngram") and shipped.calibration
+
+
+def test_ngram_width_prefers_ar_until_proposals_pay():
+  import jax.numpy as jnp
+  widths, cost = (0, 3, 7, 15), (1.0, 2.0, 2.5, 4.0)
+  stats = budget.ngram_prior(2, 3)
+  live = jnp.array([True, True])
+  k = jnp.array([15, 15])
+  # no match anywhere -> AR step
+  assert int(budget.ngram_width(stats, jnp.array([0, 0]), k, live, widths, cost)) == 0
+  # a length-3 match whose past proposals were all accepted (q ~ 1) -> the widest width pays
+  sure = stats.at[:, 2].set(jnp.array([100.0, 100.0]))
+  assert int(budget.ngram_width(sure, jnp.array([3, 3]), k, live, widths, cost)) == 3
+  # after a run of rejections at match length 1 the estimate drops and the row stops proposing
+  s = stats
+  for _ in range(5):
+    s = budget.ngram_update(s, jnp.array([1, 1]), k, jnp.int32(3), jnp.array([0, 0]), live)
+  assert float(s[0, 0, 0] / s[0, 0, 1]) < 0.2
+  assert int(budget.ngram_width(s, jnp.array([1, 1]), k, live, widths, cost)) == 0
+  # rows that are done, or rounds that verified nothing, leave the counts alone
+  same = budget.ngram_update(stats, jnp.array([1, 1]), k, jnp.int32(0), jnp.array([0, 0]), live)
+  np.testing.assert_array_equal(same, stats)
+
+
+def test_ngram_can_pay_bounds_the_choice():
+  import jax.numpy as jnp
+  widths, live = (0, 3, 7, 15), jnp.array([True, True])
+  stats = budget.ngram_prior(2, 3)
+  assert not bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))   # q = 1/2
+  assert bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 1.1, 1.2, 1.3)))
+  sure = stats.at[0, 1].set(jnp.array([50.0, 50.0]))                    # row 0, n = 2: q = 1
+  assert bool(budget.ngram_can_pay(sure, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))
