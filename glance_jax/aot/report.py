@@ -32,7 +32,23 @@ def shape_classes(program: Program) -> dict[str, set]:
   if state is not None:
     jax.tree.map(lambda x: add("kv", x), state.cache.k)
     jax.tree.map(lambda x: add("head_kv", x), tuple(state.head_k))
+  elif program.kind == "step":
+    jax.tree.map(lambda x: add("kv", x), program.args[2].k)
+  vocab = _vocab(program.args[1]) if len(program.args) > 1 else None
+  if vocab:
+    # logits and what is made from them ([B, R, V] or its vocab shard, any dtype)
+    out["logits"] = lambda a: len(a.dims) >= 2 and a.dims[-1] in vocab
   return out
+
+
+def _vocab(params) -> set[int] | None:
+  """{V, V per device} from the target's embedding table, or None."""
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    if "embed_tokens" in jax.tree_util.keystr(path) and isinstance(leaf, jax.ShapeDtypeStruct) and leaf.ndim == 2:
+      v = leaf.shape[0]
+      shard = leaf.sharding.shard_shape(leaf.shape)[0] if isinstance(leaf.sharding, NamedSharding) else v
+      return {v, shard}
+  return None
 
 
 def _oom(msg: str) -> dict:
@@ -44,8 +60,9 @@ def _oom(msg: str) -> dict:
   return dict(used_bytes=float(m.group(1)) * unit[m.group(2)], hbm_bytes=float(m.group(3)) * unit[m.group(4)])
 
 
-def compile_one(program: Program, hbm_bytes: int | None) -> tuple[dict, object | None]:
-  """-> (row of figures, compiled executable or None). Errors become the row's `error` line."""
+def compile_one(program: Program, hbm_bytes: int | None, dump=None) -> tuple[dict, object | None]:
+  """-> (row of figures, compiled executable or None). Errors become the row's `error` line.
+  `dump` (a directory): write the optimised HLO there as <name>.txt."""
   row = dict(name=program.name, kind=program.kind)
   t0 = time.perf_counter()
   try:
@@ -71,7 +88,11 @@ def compile_one(program: Program, hbm_bytes: int | None) -> tuple[dict, object |
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   row.update(flops=float(cost.get("flops", 0.0)), bytes_accessed_raw=float(cost.get("bytes accessed", 0.0)))
-  mod = hlo.Module(compiled.as_text(), shape_classes(program))
+  text = compiled.as_text()
+  if dump is not None:
+    dump.mkdir(parents=True, exist_ok=True)
+    (dump / f"{program.name}.txt").write_text(text)
+  mod = hlo.Module(text, shape_classes(program))
   whole = mod.traffic()
   row.update(hbm_read=whole.read, hbm_write=whole.write, hbm_traffic=whole.total,
              hbm_by_class=dict(whole.by_class), hbm_by_op=dict(whole.by_op.most_common(8)),
