@@ -1,6 +1,7 @@
-"""Prefill attention in query blocks (qwen3_vl/text.py: attend with q_block) is the dense attention:
-equal on random inputs with padded and causal masks, and a target prefilling in blocks of 8 rows
-still equals transformers' Qwen3-VL at every position."""
+"""Prefill attention in query blocks (qwen3_vl/text.py: attend with q_block) and attention over the
+cache and the new rows as separate parts (the decode path) are the dense attention: equal on random
+inputs with padded and causal masks, and a target prefilling in blocks of 8 rows still equals
+transformers' Qwen3-VL at every position (the unblocked path is tests/test_target_parity.py's)."""
 
 import types
 
@@ -26,6 +27,18 @@ def test_blocked_attention_equals_dense(t, q_block):
   blocked = text.attend(q, k, v, jnp.asarray(mask), q_block=q_block)
   assert blocked.shape == dense.shape
   np.testing.assert_allclose(np.asarray(blocked), np.asarray(dense), rtol=1e-6, atol=1e-6)
+
+
+def test_attention_over_parts_equals_dense():
+  rng = np.random.default_rng(0)
+  b, t, s, h, kvh, hd = 2, 5, 40, 4, 2, 8
+  q = jnp.asarray(rng.normal(size=(b, t, h, hd)), jnp.float32)
+  k, v = (jnp.asarray(rng.normal(size=(b, s, kvh, hd)), jnp.float32) for _ in range(2))
+  mask = jnp.asarray(rng.random((b, t, s)) < 0.6).at[:, :, 0].set(True)
+  dense = text.attend(q, k, v, mask)
+  cut = 33                           # the cache [0, 33) and the 7 rows after it as two parts
+  parts = text.attend(q, (k[:, :cut], k[:, cut:]), (v[:, :cut], v[:, cut:]), (mask[..., :cut], mask[..., cut:]))
+  np.testing.assert_allclose(np.asarray(parts), np.asarray(dense), rtol=1e-6, atol=1e-6)
 
 
 def test_prefill_in_blocks_matches_hf(monkeypatch):

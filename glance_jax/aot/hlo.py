@@ -107,6 +107,7 @@ class Traffic:
   by_class: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   by_op: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   collectives: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  by_instr: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # "op name: class"
 
   @property
   def total(self) -> float:
@@ -115,7 +116,8 @@ class Traffic:
   def add(self, other: "Traffic", times: float = 1.0):
     self.read += times * other.read
     self.write += times * other.write
-    for a, b in ((self.by_class, other.by_class), (self.by_op, other.by_op), (self.collectives, other.collectives)):
+    for a, b in ((self.by_class, other.by_class), (self.by_op, other.by_op), (self.collectives, other.collectives),
+                 (self.by_instr, other.by_instr)):
       for k, v in b.items():
         a[k] += times * v
 
@@ -201,9 +203,9 @@ class Module:
         if dest is not None:
           lab = self.label(comp, i.name, dest)
           if any(a.hbm for a in src):
-            self._count(t, "read", dest.bytes, lab, i.op)
+            self._count(t, "read", dest.bytes, lab, i)
           if dest.hbm:
-            self._count(t, "write", dest.bytes, lab, i.op)
+            self._count(t, "write", dest.bytes, lab, i)
         continue
       read_override, write_override = {}, None
       if i.op == "fusion":
@@ -213,20 +215,21 @@ class Module:
       for k, o in enumerate(i.operands):
         for a in arrays(types.get(o, "")):
           if a.hbm:
-            self._count(t, "read", read_override.get(k, a.bytes), self.label(comp, o, a), i.op)
+            self._count(t, "read", read_override.get(k, a.bytes), self.label(comp, o, a), i)
       hbm_outs = [a for a in outs if a.hbm]
       if write_override is not None:
         if hbm_outs:
-          self._count(t, "write", write_override, self.label(comp, i.name, hbm_outs[0]), i.op)
+          self._count(t, "write", write_override, self.label(comp, i.name, hbm_outs[0]), i)
       else:
         for a in hbm_outs:
-          self._count(t, "write", a.bytes, self.label(comp, i.name, a), i.op)
+          self._count(t, "write", a.bytes, self.label(comp, i.name, a), i)
     return t
 
-  def _count(self, t: Traffic, what: str, nbytes: float, label: str, op: str):
+  def _count(self, t: Traffic, what: str, nbytes: float, label: str, i: Instr):
     setattr(t, what, getattr(t, what) + nbytes)
     t.by_class[f"{label}.{what}"] += nbytes
-    t.by_op[op.removesuffix("-start")] += nbytes
+    t.by_op[i.op.removesuffix("-start")] += nbytes
+    t.by_instr[f"{i.op} {i.name}: {label}"] += nbytes
 
   def _callees(self, i: Instr) -> list[tuple[str, float]]:
     if i.op == "while":

@@ -96,6 +96,7 @@ def compile_one(program: Program, hbm_bytes: int | None, dump=None) -> tuple[dic
   whole = mod.traffic()
   row.update(hbm_read=whole.read, hbm_write=whole.write, hbm_traffic=whole.total,
              hbm_by_class=dict(whole.by_class), hbm_by_op=dict(whole.by_op.most_common(8)),
+             hbm_top=dict(whole.by_instr.most_common(12)),
              collectives=dict(whole.collectives))
   if program.kind == "loop":
     body = mod.loop_body()
@@ -118,6 +119,23 @@ def add_ratios(rows: list[dict]) -> None:
       r["vs_ar"] = dict(hbm=r["hbm_traffic"] / ar["hbm_traffic"],
                         raw_bytes=r["bytes_accessed_raw"] / max(ar["bytes_accessed_raw"], 1.0),
                         flops=r["flops"] / max(ar["flops"], 1.0))
+
+
+CLASSES = ("weights", "head_weights", "kv", "head_kv", "logits", "other")
+
+
+def by_class_table(rows: list[dict]) -> list[str]:
+  """HBM traffic per class (read + write), per program; a loop's row is one iteration (a round)."""
+  out = ["", "HBM traffic by class, GB per device (read + write; loop rows: one round of the loop):", "",
+         "| program | " + " | ".join(CLASSES) + " | total |", "|---|" + "---|" * (len(CLASSES) + 1)]
+  for r in rows:
+    cls = r.get("round_hbm_by_class") or r.get("hbm_by_class")
+    if not cls or r["kind"] == "train":
+      continue
+    per = {c: sum(v for k, v in cls.items() if k.rsplit(".", 1)[0] == c) for c in CLASSES}
+    out.append(f"| {r['name']} | " + " | ".join(f"{per[c] / GB:.3f}" for c in CLASSES)
+               + f" | {sum(cls.values()) / GB:.3f} |")
+  return out if len(out) > 5 else []
 
 
 def _gb(x) -> str:
@@ -144,6 +162,7 @@ def markdown(rows: list[dict], header: str) -> str:
         f"{r['flops'] / 1e9:.2f} | {_gb(r['bytes_accessed_raw'])} | {_gb(r['hbm_traffic'])} | "
         f"{ratio} | "
         f"{' '.join(f'{k} {v / GB:.3f}' for k, v in sorted(coll.items()))} | {r['compile_s']:.0f} |")
+  lines += by_class_table(rows)
   errs = [r for r in rows if "error" in r]
   if errs:
     lines += ["", "Did not compile:", ""] + [f"- {r['name']}: {r['error']}" for r in errs]
