@@ -34,7 +34,7 @@ def test_every_program_compiles_for_v5e(tmp_path):
   rows = {p["name"]: p for p in rep["programs"]}
   failed = {n: p["error"] for n, p in rows.items() if "error" in p}
   assert not failed, failed
-  want = ["prefill.b1", "ar_step.b1", "regen.prefill.b4", "regen.loop.b4", "train.1x4x1"]
+  want = ["prefill.b1", "ar_step.b1", "regen.prefill.b4", "regen.loop.b4", "train.1x4x1.g2"]
   want += [f"{k}.{m}.b1" for k in ("round", "loop") for m in ("ar", "ngram", "chain", "glance15", "glance31",
                                                                 "glance63")]
   assert sorted(want) == sorted(rows), sorted(rows)

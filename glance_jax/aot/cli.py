@@ -43,6 +43,8 @@ def parse_args(argv=None):
   ap.add_argument("--batch", default="1", help="decode batch sizes for step / round / loop, e.g. 1,8")
   ap.add_argument("--prompt-len", type=int, default=1024)
   ap.add_argument("--max-length", type=int, default=2048, help="cache slots")
+  ap.add_argument("--head-group", type=int, default=32, help="train: head blocks per checkpointed pass "
+                  "(benchmarks/train_memory.py assumes 32); 0 = all 512 blocks in one pass, as train.py runs today")
   ap.add_argument("--no-image", action="store_true", help="text-only prompt (default: one 448x448 image)")
   ap.add_argument("--tiny", action="store_true", help="tiny_config() and small shapes (the test's size)")
   ap.add_argument("--out", default="runs/aot", help="directory for report.json and report.md")
@@ -58,10 +60,11 @@ def sizes_from(args):
   if args.tiny:
     return Sizes(tiny_config(), dtype=jnp.bfloat16, head_layers=2, prompt_len=64,
                  image_hw=None if args.no_image else (64, 64), max_length=128, max_new_tokens=16, regen_batch=4,
-                 regen_max_new=16, train_batch=4, train_seq=64, train_anchors=4, train_patches=16)
+                 regen_max_new=16, train_batch=4, train_seq=64, train_anchors=4, train_patches=16,
+                 train_head_group=(args.head_group or None) and 2)
   return Sizes(QWEN3_VL_8B, prompt_len=args.prompt_len, max_length=args.max_length,
                image_hw=None if args.no_image else (448, 448),
-               max_new_tokens=args.max_length - args.prompt_len - 66)
+               max_new_tokens=args.max_length - args.prompt_len - 66, train_head_group=args.head_group or None)
 
 
 def build(args, sizes, mesh, groups, batches, methods, hbm, emit):
