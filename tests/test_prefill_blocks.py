@@ -1,4 +1,4 @@
-"""Prefill attention in query blocks (qwen3_vl/text.py: attend with q_block) and attention over the
+"""Prefill attention in query blocks (qwen3_vl/text.py: attend with q_block; the vision tower uses it too) and attention over the
 cache and the new rows as separate parts (the decode path) are the dense attention: equal on random
 inputs with padded and causal masks, and a target prefilling in blocks of 8 rows still equals
 transformers' Qwen3-VL at every position (the unblocked path is tests/test_target_parity.py's)."""
