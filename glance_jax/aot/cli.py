@@ -43,9 +43,13 @@ def parse_args(argv=None):
   ap.add_argument("--batch", default="1", help="decode batch sizes for step / round / loop, e.g. 1,8")
   ap.add_argument("--prompt-len", type=int, default=1024)
   ap.add_argument("--max-length", type=int, default=2048, help="cache slots")
+  ap.add_argument("--head-group", type=int, default=32, help="train: head blocks per checkpointed pass "
+                  "(benchmarks/train_memory.py assumes 32); 0 = all 512 blocks in one pass, as train.py runs today")
   ap.add_argument("--no-image", action="store_true", help="text-only prompt (default: one 448x448 image)")
   ap.add_argument("--tiny", action="store_true", help="tiny_config() and small shapes (the test's size)")
   ap.add_argument("--out", default="runs/aot", help="directory for report.json and report.md")
+  ap.add_argument("--dump-hlo", action="store_true", help="also write each program's optimised HLO to "
+                  "<out>/hlo/<name>.txt (what the HBM-traffic figures are read from)")
   return ap.parse_args(argv)
 
 
@@ -56,40 +60,41 @@ def sizes_from(args):
   if args.tiny:
     return Sizes(tiny_config(), dtype=jnp.bfloat16, head_layers=2, prompt_len=64,
                  image_hw=None if args.no_image else (64, 64), max_length=128, max_new_tokens=16, regen_batch=4,
-                 regen_max_new=16, train_batch=4, train_seq=64, train_anchors=4, train_patches=16)
+                 regen_max_new=16, train_batch=4, train_seq=64, train_anchors=4, train_patches=16,
+                 train_head_group=(args.head_group or None) and 2)
   return Sizes(QWEN3_VL_8B, prompt_len=args.prompt_len, max_length=args.max_length,
                image_hw=None if args.no_image else (448, 448),
-               max_new_tokens=args.max_length - args.prompt_len - 66)
+               max_new_tokens=args.max_length - args.prompt_len - 66, train_head_group=args.head_group or None)
 
 
 def build(args, sizes, mesh, groups, batches, methods, hbm, emit):
   """Compiles each program of `groups` and hands its row to `emit`."""
   from glance_jax.aot import programs as pg
-  from glance_jax.aot.report import compile_one
   m = pg.models(sizes, mesh)
+  one = _compiler(args, hbm)
   glance = pg.loop_config(sizes, "glance", 63, m[2])
   for b in batches:
     pre = pg.prefill_program(f"prefill.b{b}", sizes, mesh, glance, b, sizes.max_length, m)
     if "prefill" in groups:
-      emit(compile_one(pre, hbm)[0])
+      emit(one(pre))
     stops = pre.args[10]
     if "step" in groups:
-      emit(compile_one(pg.ar_step_program(sizes, mesh, b, pg.state_from_prefill(pre), m), hbm)[0])
+      emit(one(pg.ar_step_program(sizes, mesh, b, pg.state_from_prefill(pre), m)))
     for name, method, budget in methods:
       cfg = pg.loop_config(sizes, method, budget, m[2])
       # every method's state in the same layout (the rules), so round / AR compares like with like
       st = pg.state_from_prefill(pg.prefill_program("", sizes, mesh, cfg, b, sizes.max_length, m))
       if "round" in groups:
-        emit(compile_one(pg.round_program(f"round.{name}.b{b}", cfg, st, stops, m), hbm)[0])
+        emit(one(pg.round_program(f"round.{name}.b{b}", cfg, st, stops, m)))
       if "loop" in groups:
-        emit(compile_one(pg.loop_program(f"loop.{name}.b{b}", cfg, st, stops, m), hbm)[0])
+        emit(one(pg.loop_program(f"loop.{name}.b{b}", cfg, st, stops, m)))
   if "regen" in groups:
     cfg = pg.loop_config(sizes, "ar", 1, m[2], max_new_tokens=sizes.regen_max_new)
     length = cfg.slots_needed(sizes.prompt_len)
     pre = pg.prefill_program(f"regen.prefill.b{sizes.regen_batch}", sizes, mesh, cfg, sizes.regen_batch, length, m)
-    emit(compile_one(pre, hbm)[0])
+    emit(one(pre))
     st = pg.state_from_prefill(pre)
-    emit(compile_one(pg.loop_program(f"regen.loop.b{sizes.regen_batch}", cfg, st, pre.args[10], m), hbm)[0])
+    emit(one(pg.loop_program(f"regen.loop.b{sizes.regen_batch}", cfg, st, pre.args[10], m)))
 
 
 def main(argv=None) -> int:
@@ -134,7 +139,7 @@ def main(argv=None) -> int:
         rows.append(dict(name=f"train.{'x'.join(map(str, shape))}", kind="train", error=str(e)))
         print(f"[{len(rows)}] {rows[-1]['name']}: {e}", file=sys.stderr)
         continue
-      emit(_train_row(sizes, tmesh, hbm))
+      emit(_train_row(args, sizes, tmesh, hbm))
   from glance_jax.aot.report import add_ratios, markdown
   add_ratios(rows)
   meta = dict(topology=args.topology, mesh=_ints(args.mesh, "--mesh"), device_kind=mesh.devices.flat[0].device_kind,
@@ -151,10 +156,16 @@ def main(argv=None) -> int:
   return 0
 
 
-def _train_row(sizes, mesh, hbm):
-  from glance_jax.aot import programs as pg
+def _compiler(args, hbm):
+  """program -> its report row (compiling it; with --dump-hlo, writing its optimised HLO)."""
   from glance_jax.aot.report import compile_one
-  return compile_one(pg.train_program(sizes, mesh, pg.models(sizes, mesh)), hbm)[0]
+  dump = pathlib.Path(args.out) / "hlo" if args.dump_hlo else None
+  return lambda program: compile_one(program, hbm, dump=dump)[0]
+
+
+def _train_row(args, sizes, mesh, hbm):
+  from glance_jax.aot import programs as pg
+  return _compiler(args, hbm)(pg.train_program(sizes, mesh, pg.models(sizes, mesh)))
 
 
 def _jsonable(d):

@@ -12,8 +12,11 @@ Ops that move no data (parameter, tuple, get-tuple-element, bitcast, constant, *
 nothing; while / conditional / call bodies are walked (a while body times its known trip count,
 when the compiler recorded one). `loop_body` returns the per-iteration figure of a decode loop.
 
-Every HBM read or write is attributed to a class by its shape (per device), given by the caller,
-e.g. {"weights": {...shapes}, "kv": {...}}: a coarse but checkable breakdown.
+Every HBM read or write is attributed to a class given by the caller, e.g. {"weights": {...shapes},
+"kv": {...}, "logits": predicate}: an array whose (per-device) shape is in a class's set (or that its
+predicate accepts) is of that class; otherwise an array made by a slice, prefetch, copy, bitcast or
+reshape takes the class of its source operand (a [1024, 3072] prefetch slice of a [4096, 3072]
+weight is a weight read), followed back through those ops.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ _HEADER = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+) .*\{\s*$")
 _FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
          "replica-id", "opt-barrier", "copy-done", "slice-done", "all-reduce-done", "all-gather-done",
          "collective-permute-done", "send-done", "recv-done", "async-done", "iota"}
+# ops whose result is (part of) their first operand's data: a result's class is its source's
+_PASS = {"slice", "dynamic-slice", "slice-start", "slice-done", "copy", "copy-start", "copy-done", "bitcast",
+         "reshape", "transpose", "convert", "get-tuple-element", "all-gather", "all-gather-start",
+         "all-gather-done", "custom-call"}
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                "collective-broadcast")
 
@@ -100,6 +107,7 @@ class Traffic:
   by_class: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   by_op: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   collectives: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  by_instr: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # "op name: class"
 
   @property
   def total(self) -> float:
@@ -108,7 +116,8 @@ class Traffic:
   def add(self, other: "Traffic", times: float = 1.0):
     self.read += times * other.read
     self.write += times * other.write
-    for a, b in ((self.by_class, other.by_class), (self.by_op, other.by_op), (self.collectives, other.collectives)):
+    for a, b in ((self.by_class, other.by_class), (self.by_op, other.by_op), (self.collectives, other.collectives),
+                 (self.by_instr, other.by_instr)):
       for k, v in b.items():
         a[k] += times * v
 
@@ -118,12 +127,28 @@ class Module:
     self.comps, self.entry = parse(text)
     self.classes = classes or {}
     self._types = {c: {i.name: i.type_text for i in ins} for c, ins in self.comps.items()}
+    self._by_name = {c: {i.name: i for i in ins} for c, ins in self.comps.items()}
 
   def _class(self, a: Array) -> str:
     for label, shapes in self.classes.items():
-      if (a.dtype, a.dims) in shapes or a.dims in shapes:
+      if callable(shapes) and shapes(a) or not callable(shapes) and ((a.dtype, a.dims) in shapes or a.dims in shapes):
         return label
     return "other"
+
+  def label(self, comp: str, name: str, a: Array, _depth: int = 0) -> str:
+    """`a`'s class by its shape, else (for a slice / prefetch / copy / bitcast / reshape) its source's."""
+    own = self._class(a)
+    if own != "other" or _depth > 16:
+      return own
+    i = self._by_name[comp].get(name)
+    if i is None or i.op not in _PASS or not i.operands:
+      return own
+    src = i.operands[0]
+    for b in arrays(self._types[comp].get(src, "")):
+      lab = self.label(comp, src, b, _depth + 1)
+      if lab != "other":
+        return lab
+    return own
 
   def _fusion_io(self, comp: str, instr: Instr) -> tuple[dict[int, float], float | None]:
     """Per parameter index: bytes actually read (slices only), and the bytes written when the
@@ -176,10 +201,11 @@ class Module:
         dest = (outs[1] if i.type_text.startswith("((") else outs[0]) if len(outs) > 1 else None
         src = [a for o in i.operands for a in arrays(types.get(o, ""))]
         if dest is not None:
+          lab = self.label(comp, i.name, dest)
           if any(a.hbm for a in src):
-            self._count(t, "read", dest.bytes, dest, i.op)
+            self._count(t, "read", dest.bytes, lab, i)
           if dest.hbm:
-            self._count(t, "write", dest.bytes, dest, i.op)
+            self._count(t, "write", dest.bytes, lab, i)
         continue
       read_override, write_override = {}, None
       if i.op == "fusion":
@@ -189,20 +215,21 @@ class Module:
       for k, o in enumerate(i.operands):
         for a in arrays(types.get(o, "")):
           if a.hbm:
-            self._count(t, "read", read_override.get(k, a.bytes), a, i.op)
+            self._count(t, "read", read_override.get(k, a.bytes), self.label(comp, o, a), i)
       hbm_outs = [a for a in outs if a.hbm]
       if write_override is not None:
         if hbm_outs:
-          self._count(t, "write", write_override, hbm_outs[0], i.op)
+          self._count(t, "write", write_override, self.label(comp, i.name, hbm_outs[0]), i)
       else:
         for a in hbm_outs:
-          self._count(t, "write", a.bytes, a, i.op)
+          self._count(t, "write", a.bytes, self.label(comp, i.name, a), i)
     return t
 
-  def _count(self, t: Traffic, what: str, nbytes: float, a: Array, op: str):
+  def _count(self, t: Traffic, what: str, nbytes: float, label: str, i: Instr):
     setattr(t, what, getattr(t, what) + nbytes)
-    t.by_class[f"{self._class(a)}.{what}"] += nbytes
-    t.by_op[op.removesuffix("-start")] += nbytes
+    t.by_class[f"{label}.{what}"] += nbytes
+    t.by_op[i.op.removesuffix("-start")] += nbytes
+    t.by_instr[f"{i.op} {i.name}: {label}"] += nbytes
 
   def _callees(self, i: Instr) -> list[tuple[str, float]]:
     if i.op == "while":

@@ -52,6 +52,9 @@ class Sizes:
   train_seq: int = 3072
   train_anchors: int = 512
   train_patches: int = 1024
+  # blocks per checkpointed head pass (objective.head_group); None: all anchors' blocks in one pass,
+  # which is what train.py runs today (TrainConfig has no head_group): [B, H, 8192, 11264] fp32 scores
+  train_head_group: int | None = 32
 
 
 @dataclasses.dataclass
@@ -218,9 +221,10 @@ def train_program(sizes: Sizes, mesh: Mesh, m) -> Program:
   batch = abstract(host, batch_shardings(host, mesh))
   fn = step_lib.make_train_step(hcfg, hgd, sizes.config, tgd, tx=tx, block_size=sizes.block_size,
                                 num_anchors=sizes.train_anchors, compute_dtype=jnp.bfloat16, schedule=schedule,
-                                state_sharding=state_sh)
+                                state_sharding=state_sh, head_group=sizes.train_head_group)
   shape = "x".join(str(x) for x in mesh.devices.shape)
-  return Program(f"train.{shape}", fn, (state, tparams, batch), {}, "train")
+  group = "" if sizes.train_head_group is None else f".g{sizes.train_head_group}"
+  return Program(f"train.{shape}{group}", fn, (state, tparams, batch), {}, "train")
 
 
 def method_list(names) -> list[tuple[str, str, int]]:

@@ -32,7 +32,23 @@ def shape_classes(program: Program) -> dict[str, set]:
   if state is not None:
     jax.tree.map(lambda x: add("kv", x), state.cache.k)
     jax.tree.map(lambda x: add("head_kv", x), tuple(state.head_k))
+  elif program.kind == "step":
+    jax.tree.map(lambda x: add("kv", x), program.args[2].k)
+  vocab = _vocab(program.args[1]) if len(program.args) > 1 else None
+  if vocab:
+    # logits and what is made from them ([B, R, V] or its vocab shard, any dtype)
+    out["logits"] = lambda a: len(a.dims) >= 2 and a.dims[-1] in vocab
   return out
+
+
+def _vocab(params) -> set[int] | None:
+  """{V, V per device} from the target's embedding table, or None."""
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    if "embed_tokens" in jax.tree_util.keystr(path) and isinstance(leaf, jax.ShapeDtypeStruct) and leaf.ndim == 2:
+      v = leaf.shape[0]
+      shard = leaf.sharding.shard_shape(leaf.shape)[0] if isinstance(leaf.sharding, NamedSharding) else v
+      return {v, shard}
+  return None
 
 
 def _oom(msg: str) -> dict:
@@ -44,8 +60,9 @@ def _oom(msg: str) -> dict:
   return dict(used_bytes=float(m.group(1)) * unit[m.group(2)], hbm_bytes=float(m.group(3)) * unit[m.group(4)])
 
 
-def compile_one(program: Program, hbm_bytes: int | None) -> tuple[dict, object | None]:
-  """-> (row of figures, compiled executable or None). Errors become the row's `error` line."""
+def compile_one(program: Program, hbm_bytes: int | None, dump=None) -> tuple[dict, object | None]:
+  """-> (row of figures, compiled executable or None). Errors become the row's `error` line.
+  `dump` (a directory): write the optimised HLO there as <name>.txt."""
   row = dict(name=program.name, kind=program.kind)
   t0 = time.perf_counter()
   try:
@@ -71,10 +88,15 @@ def compile_one(program: Program, hbm_bytes: int | None) -> tuple[dict, object |
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   row.update(flops=float(cost.get("flops", 0.0)), bytes_accessed_raw=float(cost.get("bytes accessed", 0.0)))
-  mod = hlo.Module(compiled.as_text(), shape_classes(program))
+  text = compiled.as_text()
+  if dump is not None:
+    dump.mkdir(parents=True, exist_ok=True)
+    (dump / f"{program.name}.txt").write_text(text)
+  mod = hlo.Module(text, shape_classes(program))
   whole = mod.traffic()
   row.update(hbm_read=whole.read, hbm_write=whole.write, hbm_traffic=whole.total,
              hbm_by_class=dict(whole.by_class), hbm_by_op=dict(whole.by_op.most_common(8)),
+             hbm_top=dict(whole.by_instr.most_common(12)),
              collectives=dict(whole.collectives))
   if program.kind == "loop":
     body = mod.loop_body()
@@ -97,6 +119,23 @@ def add_ratios(rows: list[dict]) -> None:
       r["vs_ar"] = dict(hbm=r["hbm_traffic"] / ar["hbm_traffic"],
                         raw_bytes=r["bytes_accessed_raw"] / max(ar["bytes_accessed_raw"], 1.0),
                         flops=r["flops"] / max(ar["flops"], 1.0))
+
+
+CLASSES = ("weights", "head_weights", "kv", "head_kv", "logits", "other")
+
+
+def by_class_table(rows: list[dict]) -> list[str]:
+  """HBM traffic per class (read + write), per program; a loop's row is one iteration (a round)."""
+  out = ["", "HBM traffic by class, GB per device (read + write; loop rows: one round of the loop):", "",
+         "| program | " + " | ".join(CLASSES) + " | total |", "|---|" + "---|" * (len(CLASSES) + 1)]
+  for r in rows:
+    cls = r.get("round_hbm_by_class") or r.get("hbm_by_class")
+    if not cls or r["kind"] == "train":
+      continue
+    per = {c: sum(v for k, v in cls.items() if k.rsplit(".", 1)[0] == c) for c in CLASSES}
+    out.append(f"| {r['name']} | " + " | ".join(f"{per[c] / GB:.3f}" for c in CLASSES)
+               + f" | {sum(cls.values()) / GB:.3f} |")
+  return out if len(out) > 5 else []
 
 
 def _gb(x) -> str:
@@ -123,6 +162,7 @@ def markdown(rows: list[dict], header: str) -> str:
         f"{r['flops'] / 1e9:.2f} | {_gb(r['bytes_accessed_raw'])} | {_gb(r['hbm_traffic'])} | "
         f"{ratio} | "
         f"{' '.join(f'{k} {v / GB:.3f}' for k, v in sorted(coll.items()))} | {r['compile_s']:.0f} |")
+  lines += by_class_table(rows)
   errs = [r for r in rows if "error" in r]
   if errs:
     lines += ["", "Did not compile:", ""] + [f"- {r['name']}: {r['error']}" for r in errs]
