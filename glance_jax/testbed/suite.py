@@ -174,13 +174,19 @@ def write_task(task: str, split: str, count: int, out_dir: str | os.PathLike, *,
                excluded: set[tuple[str, str]] = frozenset()) -> str:
   """Renders `count` records of a task split as PNGs + a JSONL task file (relative image paths,
   so the directory can move or ship in the repo); returns the task file's path."""
+  source = (train_samples(task, start, excluded) if split == "train" else
+            ((i, *render(task, split, i)) for i in range(start, start + count)))
+  return write_samples(task, split, zip(range(count), source), out_dir)
+
+
+def write_samples(task: str, split: str, samples, out_dir: str | os.PathLike) -> str:
+  """samples: (_, (index, image, question, answer)) pairs -> PNGs (an existing PNG is kept, so an
+  interrupted write resumes) + `<task>_<split>.jsonl` with relative image paths; returns its path."""
   out_dir = os.fspath(out_dir)
   img_dir = os.path.join(out_dir, "images", f"{task}_{split}")
   os.makedirs(img_dir, exist_ok=True)
   records = []
-  source = (train_samples(task, start, excluded) if split == "train" else
-            ((i, *render(task, split, i)) for i in range(start, start + count)))
-  for _, (i, image, question, answer) in zip(range(count), source):
+  for _, (i, image, question, answer) in samples:
     path = os.path.join(img_dir, f"{i:05d}.png")
     if not os.path.isfile(path):
       tmp = f"{path}.tmp.png"

@@ -38,7 +38,7 @@ import PIL.Image
 import PIL.ImageDraw
 import PIL.ImageFont
 
-from glance_jax.data.records import PromptRecord, write_task_file
+from glance_jax.testbed import suite
 from glance_jax.testbed.suite import COLORS, ITEMS, LETTERS, QUESTIONS, SHAPES, SIZES, WORDS
 
 VERSION = "v2"
@@ -306,19 +306,5 @@ def record_index(record_id: str) -> int:
 def write_task(task: str, split: str, count: int, out_dir: str | os.PathLike, *, start: int = 0) -> str:
   """Renders records start..start+count-1 of a task split as PNGs + a JSONL task file (relative
   image paths); an existing PNG is kept, so an interrupted write resumes. Returns the file's path."""
-  out_dir = os.fspath(out_dir)
-  img_dir = os.path.join(out_dir, "images", f"{task}_{split}")
-  os.makedirs(img_dir, exist_ok=True)
-  records = []
-  for i in range(start, start + count):
-    image, question, answer = render(task, split, i)
-    path = os.path.join(img_dir, f"{i:05d}.png")
-    if not os.path.isfile(path):
-      tmp = f"{path}.tmp.png"
-      image.save(tmp, format="PNG", optimize=True)
-      os.replace(tmp, path)
-    records.append(PromptRecord(id=f"{task}-{split}-{i}", task=task, split=split, prompt=question,
-                                images=(path,), answers=(answer,)))
-  path = os.path.join(out_dir, f"{task}_{split}.jsonl")
-  write_task_file(records, path, relative=True)
-  return path
+  return suite.write_samples(task, split, ((i, (i, *render(task, split, i))) for i in range(start, start + count)),
+                             out_dir)
