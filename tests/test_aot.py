@@ -84,3 +84,12 @@ def test_hbm_traffic_counts_a_vmem_prefetch_once():
   # the slice is attributed to the weight it slices (its source operand's shape), not to its own shape
   assert t.by_class["weights.read"] == 64 * 4096 * 2
   assert t.by_class["other.read"] == 4096 * 2
+
+
+def test_out_of_memory_messages_become_figures():
+  from glance_jax.aot.report import _oom
+  temps = _oom("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
+               "(58.75G) exceeds available HBM (15.75G).")
+  assert temps == dict(temp_needed_bytes=58.75 * 2**30, hbm_bytes=15.75 * 2**30)
+  assert _oom("Used 2.73T of 95.74G hbm")["used_bytes"] == 2.73 * 2**40
+  assert _oom("some other compiler error") == {}

@@ -35,7 +35,8 @@ def parse_args(argv=None):
   from glance_jax.aot.programs import METHOD_RUNS
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--topology", default="v5e:2x2", help="libtpu topology name, e.g. v5e:2x2, v5p:2x2x1, v6e:2x4")
-  ap.add_argument("--mesh", default="1,1,4", help="decode mesh (data,fsdp,tensor); product = device count")
+  ap.add_argument("--mesh", default="", help="decode mesh (data,fsdp,tensor); product = device count "
+                  "(default 1,1,<devices>: the weights split over every device)")
   ap.add_argument("--train-mesh", default="", help="train meshes, ';'-separated (default: those of "
                   "benchmarks/train_memory.py with the topology's device count)")
   ap.add_argument("--programs", default=",".join(GROUPS), help=f"groups among {GROUPS}")
@@ -110,7 +111,8 @@ def main(argv=None) -> int:
   try:
     from glance_jax.aot import programs as pg
     methods = pg.method_list([x for x in args.methods.split(",") if x])
-    mesh = tp.mesh_for(args.topology, _ints(args.mesh, "--mesh"))
+    decode_shape = _ints(args.mesh, "--mesh") if args.mesh else (1, 1, len(tp.devices(args.topology)))
+    mesh = tp.mesh_for(args.topology, decode_shape)
   except (tp.TopologyError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -142,14 +144,14 @@ def main(argv=None) -> int:
       emit(_train_row(args, sizes, tmesh, hbm))
   from glance_jax.aot.report import add_ratios, markdown
   add_ratios(rows)
-  meta = dict(topology=args.topology, mesh=_ints(args.mesh, "--mesh"), device_kind=mesh.devices.flat[0].device_kind,
+  meta = dict(topology=args.topology, mesh=decode_shape, device_kind=mesh.devices.flat[0].device_kind,
               devices=len(mesh.devices.flat), hbm_bytes_per_device=hbm, libtpu=tp.libtpu_version(),
               model="tiny_config" if args.tiny else "QWEN3_VL_8B", sizes=_jsonable(dataclasses.asdict(sizes)),
               seconds=time.perf_counter() - t0)
   out.mkdir(parents=True, exist_ok=True)
   (out / "report.json").write_text(json.dumps(dict(meta=meta, programs=rows), indent=1, default=str))
   header = (f"{meta['model']} on {args.topology} ({meta['devices']} x {meta['device_kind']}, "
-            f"{(hbm or 0) / 1e9:.1f} GB HBM each), mesh {args.mesh}, libtpu {meta['libtpu']}; per device")
+            f"{(hbm or 0) / 1e9:.1f} GB HBM each), mesh {','.join(map(str, decode_shape))}, libtpu {meta['libtpu']}; per device")
   (out / "report.md").write_text(markdown(rows, header))
   print(f"wrote {out / 'report.json'} and {out / 'report.md'} ({len(rows)} programs, "
         f"{sum('error' in r for r in rows)} failed)", file=sys.stderr)

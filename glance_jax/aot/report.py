@@ -52,12 +52,17 @@ def _vocab(params) -> set[int] | None:
 
 
 def _oom(msg: str) -> dict:
-  """Figures from the compiler's out-of-memory message ("Used 20.5G of 15.75G hbm")."""
-  m = re.search(r"Used ([\d.]+)([GMK]) of ([\d.]+)([GMK]) hbm", msg)
-  if not m:
-    return {}
-  unit = {"G": 2**30, "M": 2**20, "K": 2**10}
-  return dict(used_bytes=float(m.group(1)) * unit[m.group(2)], hbm_bytes=float(m.group(3)) * unit[m.group(4)])
+  """Figures from the compiler's out-of-memory message: "Used 20.5G of 15.75G hbm", or "the total
+  memory required for HLO temporaries (58.75G) exceeds available HBM (15.75G)" (temps only)."""
+  unit = {"T": 2**40, "G": 2**30, "M": 2**20, "K": 2**10}
+  m = re.search(r"Used ([\d.]+)([TGMK]) of ([\d.]+)([TGMK]) hbm", msg)
+  if m:
+    return dict(used_bytes=float(m.group(1)) * unit[m.group(2)], hbm_bytes=float(m.group(3)) * unit[m.group(4)])
+  m = re.search(r"HLO temporaries \(([\d.]+)([TGMK])\) exceeds available HBM \(([\d.]+)([TGMK])\)", msg)
+  if m:
+    return dict(temp_needed_bytes=float(m.group(1)) * unit[m.group(2)],
+                hbm_bytes=float(m.group(3)) * unit[m.group(4)])
+  return {}
 
 
 def compile_one(program: Program, hbm_bytes: int | None, dump=None) -> tuple[dict, object | None]:
@@ -71,7 +76,7 @@ def compile_one(program: Program, hbm_bytes: int | None, dump=None) -> tuple[dic
     msg = str(e)
     row.update(error=f"{type(e).__name__}: {msg.splitlines()[0][:300] if msg else ''}", **_oom(msg),
                compile_s=time.perf_counter() - t0)
-    if "used_bytes" in row:
+    if "used_bytes" in row or "temp_needed_bytes" in row:
       row["fits"] = False
     return row, None
   row["compile_s"] = time.perf_counter() - t0
@@ -149,8 +154,8 @@ def markdown(rows: list[dict], header: str) -> str:
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     if "error" in r:
-      peak = _gb(r.get("used_bytes"))
-      lines.append(f"| {r['name']} | | | | {peak} | {'no' if r.get('fits') is False else ''} | | | | | "
+      peak, temp = _gb(r.get("used_bytes")), _gb(r.get("temp_needed_bytes"))
+      lines.append(f"| {r['name']} | | | {temp} | {peak} | {'no' if r.get('fits') is False else ''} | | | | | "
                    f"| {r.get('compile_s', 0):.0f} |")
       continue
     ratio = r.get("vs_ar")
