@@ -16,6 +16,6 @@ def get_config() -> TrainConfig:
       target="Qwen/Qwen3-VL-8B-Instruct", target_dtype="bfloat16", compute_dtype="bfloat16",
       head_layers=5, block_size=16, head_init="z-lab/Qwen3-8B-DFlash-b16",
       task_files=("data/tasks/coco_caption_train_8k.jsonl", "data/tasks/textvqa_train_8k.jsonl"),
-      regen_max_new_tokens=512, regen_batch_size=32, seq_len=3072, max_patches=16384, num_anchors=512,
+      regen_max_new_tokens=512, regen_batch_size=32, seq_len=3072, max_patches=16384, num_anchors=512, head_group=32,
       batch_size=32, epochs=1, lr=6e-4, weight_decay=0.0, warmup_frac=0.04, clip=1.0,
       mesh=(1, -1, 1), workdir="runs/qwen3_vl_8b", save_every=100, keep=3)

@@ -96,9 +96,9 @@ def _free_port():
 
 
 def test_two_processes_match_single_process_eight_devices(setup):
-  cfg_1, work_1 = _run_dir(setup, "single8", mesh=(2, 2, 2), steps=3, save_every=3)
+  cfg_1, work_1 = _run_dir(setup, "single8", mesh=(2, 2, 2), steps=3, save_every=3, head_group=2)
   _train(cfg_1, devices=8)
-  cfg_2, work_2 = _run_dir(setup, "multi", mesh=(2, 2, 2), steps=3, save_every=3)
+  cfg_2, work_2 = _run_dir(setup, "multi", mesh=(2, 2, 2), steps=3, save_every=3, head_group=2)
   port = _free_port()
   procs = [_train(cfg_2, "--coordinator", f"localhost:{port}", "--num-processes", "2", "--process-id", str(i),
                   devices=4, popen=True) for i in range(2)]

@@ -52,8 +52,8 @@ class Sizes:
   train_seq: int = 3072
   train_anchors: int = 512
   train_patches: int = 1024
-  # blocks per checkpointed head pass (objective.head_group); None: all anchors' blocks in one pass,
-  # which is what train.py runs today (TrainConfig has no head_group): [B, H, 8192, 11264] fp32 scores
+  # blocks per checkpointed head pass (objective.head_group, TrainConfig.head_group: 32 in the 8B recipe);
+  # None: all anchors' blocks in one pass: [B, H, 8192, 11264] fp32 scores, TBs per device at 8B
   train_head_group: int | None = 32
 
 

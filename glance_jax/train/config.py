@@ -34,6 +34,8 @@ class TrainConfig:
   # --- objective (SpecForge DFlash recipe)
   num_anchors: int = 512                   # blocks per sequence, fresh random anchors each step
   gamma: float | None = None               # loss decay; None = 7 for B = 16 (SpecForge)
+  head_group: int | None = None            # blocks per checkpointed head pass; None = all anchors in one
+                                           # pass (the 8B recipe needs groups: its scores would not fit)
   # --- optimisation (recipe defaults)
   batch_size: int = 8                      # global sequences per step
   epochs: int = 1
@@ -56,6 +58,8 @@ class TrainConfig:
       raise ValueError(f"block_size must be >= 2, got {self.block_size}")
     if self.on_bad_record not in ("skip", "raise"):
       raise ValueError(f"on_bad_record must be 'skip' or 'raise', got {self.on_bad_record!r}")
+    if self.head_group is not None and self.head_group < 1:
+      raise ValueError(f"head_group must be >= 1 or None, got {self.head_group}")
     for name in ("batch_size", "num_anchors", "save_every", "keep", "seq_len", "epochs"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
