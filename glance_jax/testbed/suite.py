@@ -113,7 +113,7 @@ def _lines(rng):
   return image, "\n".join(lines)
 
 
-def _shape(draw, kind: str, box, color) -> None:
+def draw_shape(draw, kind: str, box, color) -> None:
   x0, y0, x1, y1 = box
   if kind == "circle":
     draw.ellipse(box, fill=color)
@@ -133,7 +133,7 @@ def _caption(rng):
     kind = SHAPES[rng.integers(len(SHAPES))]
     x, y = 32 * (cell % 4), 32 * (cell // 4)
     pad = int(rng.integers(2, 7))
-    _shape(draw, kind, (x + pad, y + pad, x + 31 - pad, y + 31 - pad), COLORS[color])
+    draw_shape(draw, kind, (x + pad, y + pad, x + 31 - pad, y + 31 - pad), COLORS[color])
     names.append(f"{'an' if color[0] in 'aeiou' else 'a'} {color} {kind}")
   order = rng.permutation(n)
   phrases = [names[i] for i in order]

@@ -203,22 +203,12 @@ def _draw_lines(s: Scene, rng):
   return image
 
 
-def _draw_shape(draw, kind: str, box, color) -> None:
-  x0, y0, x1, y1 = box
-  if kind == "circle":
-    draw.ellipse(box, fill=color)
-  elif kind == "square":
-    draw.rectangle(box, fill=color)
-  else:
-    draw.polygon([((x0 + x1) // 2, y0), (x1, y1), (x0, y1)], fill=color)
-
-
 def _draw_caption(s: Scene, rng):
   image, draw = _canvas("caption")
   d = s.draw
   for cell, color, kind, pad in zip(d["cells"], d["colors"], d["kinds"], d["pads"]):
     x, y = 64 * (cell % 2), 64 * (cell // 2)
-    _draw_shape(draw, kind, (x + pad, y + pad, x + 63 - pad, y + 63 - pad), COLORS[color])
+    suite.draw_shape(draw, kind, (x + pad, y + pad, x + 63 - pad, y + 63 - pad), COLORS[color])
   return image
 
 
