@@ -23,13 +23,14 @@ first w nodes are the top-w tree. Whatever w is chosen, the target's own tokens 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from glance_jax.config import read_json
 
 NGRAM_WIDTHS = (0, 3, 7)      # plus the draft depth
 AUTO_WIDTHS = (0, 15, 31)     # plus the budget (the widest tree, default 63)
@@ -176,12 +177,7 @@ class RoundCost:
 def read_round_cost(path) -> RoundCost:
   """Reads and checks a cost table; any problem is one ValueError naming the file and the key."""
   path = str(path)
-  try:
-    data = json.loads(pathlib.Path(path).read_text())
-  except FileNotFoundError:
-    raise ValueError(f"--round-cost: no such file {path}") from None
-  except json.JSONDecodeError as e:
-    raise ValueError(f"--round-cost: {path} is not JSON ({e.msg} at line {e.lineno})") from None
+  data = read_json(path, what="--round-cost table")
   if not isinstance(data, dict) or data.get("schema") != COST_SCHEMA:
     raise ValueError(f"--round-cost: {path}: key 'schema' must be {COST_SCHEMA!r} "
                      f"(got {data.get('schema') if isinstance(data, dict) else type(data).__name__!r})")
