@@ -20,7 +20,7 @@ from glance_jax.bench.report import validate_report
 from glance_jax.data import PromptRecord, read_synthetic, write_task_file
 from glance_jax.decode import cli
 
-METHODS = ["ar", "ngram", "chain", "glance-15", "glance-63"]
+METHODS = ["ar", "ngram", "chain", "glance-15", "glance-63", "glance-63[zero-context]"]
 MAX_NEW = 12
 REPEATS = 2
 
@@ -56,7 +56,7 @@ def bench(files):
   out = files["root"] / "out"
   argv = ["bench", files["a"], files["b"], files["empty"], files["nope"],
           "--methods", "ar,ngram,chain,glance", "--budgets", "15,63", "--max-new-tokens", str(MAX_NEW),
-          "--repeats", str(REPEATS), "--seed", "3", "--image-test",
+          "--repeats", str(REPEATS), "--seed", "3", "--image-test", "--ablate", "zero-context",
           "--json", str(out / "r.json"), "--markdown", str(out / "r.md"), "--plots", str(out / "plots")]
   out.mkdir()
   with pytest.MonkeyPatch.context() as mp:
@@ -111,6 +111,40 @@ def test_every_method_is_lossless_and_timed(bench):
     per_task = [t["methods"][label]["speedup_vs_ar"]["speedup"] for t in bench["report"]["tasks"].values()]
     assert geo[label]["speedup"] == pytest.approx(float(np.exp(np.mean(np.log(per_task)))))
     assert geo[label]["n_tasks"] == 2
+
+
+def test_zero_context_ablation_reaches_the_head_and_stays_lossless(bench):
+  """glance-63[zero-context] is glance-63 with the head's target features zeroed: lossless (checked
+  for every method above; here explicitly), and its first round's predicted E[A] differs from
+  glance-63's (same prompt, same root, same head params: only the conditioning differs)."""
+  r = bench["report"]
+  assert r["config"]["ablate"] == "zero-context"
+  m = {x["label"]: x for x in r["methods"]}["glance-63[zero-context]"]
+  assert (m["method"], m["budget"], m["ablate"]) == ("glance", 63, "zero-context")
+  for name, t in r["tasks"].items():
+    z, g = t["methods"]["glance-63[zero-context]"], t["methods"]["glance-63"]
+    assert z["lossless"] and z["ablate"] == "zero-context" and g["ablate"] is None
+    assert [p["new_tokens"] for p in z["per_prompt"]] == [p["new_tokens"] for p in t["methods"]["ar"]["per_prompt"]]
+    for pz, pg in zip(z["per_prompt"], g["per_prompt"]):
+      assert not np.allclose(pz["predicted"][0], pg["predicted"][0]), (name, pz["id"])
+  assert r["entropy_law"]["method"] == "glance-63"
+
+
+def test_tree_over_chain_and_law_checks_in_the_report(bench):
+  r = bench["report"]
+  law = r["entropy_law"]
+  for name, t in r["tasks"].items():
+    toc = t["tree_over_chain"]
+    assert toc["tree"] == "glance-63" and toc["budget"] == 63
+    assert toc["ratio"] == pytest.approx(t["methods"]["glance-63"]["tau"] / t["methods"]["chain"]["tau"])
+    assert toc["lo"] <= toc["hi"]
+    assert set(law["law_checks"]["glance-63"]["tasks"]) == set(r["tasks"])
+  assert law["law_checks"]["glance-63"]["pooled"]["n_bins"] >= 1
+  assert set(law["common_slope"]) == set(law["pooled"]) == set(METHODS) - {"ar"}
+  table = (bench["out"] / "r.md").read_text()
+  assert "Tree over chain (glance-63 tau / chain tau" in table
+  for name in r["tasks"]:
+    assert f"Deciles of {name} (glance-63):" in table
 
 
 def test_markdown_has_a_row_per_task_and_method(bench):

@@ -220,6 +220,24 @@ def test_context_beyond_ctx_len_is_invisible_and_block_is_bidirectional(head):
   assert (diff > 1e-4).all(), diff
 
 
+def test_zero_context_head_ignores_the_target_features(head):
+  """The ablation (decode.py bench --ablate zero-context): the head's output no longer depends on
+  the features, it equals the plain head's on all-zero features, and the params are shared."""
+  from glance_jax.head.model import zero_context_graphdef
+  graphdef, params = head
+  zgd = zero_context_graphdef(graphdef, params)
+  assert nnx.merge(zgd, params).zero_context and not nnx.merge(graphdef, params).zero_context
+  plain, ablated = _jit_forward(graphdef), _jit_forward(zgd)
+  b, s, q = 1, 6, CFG.block_size
+  feats, noise = _inputs(CFG, b, s, q, seed=7)
+  mask = block_mask(jnp.asarray([s]), s, q)
+  args = (_text_pos(0, s), noise, _text_pos(s, q), mask)
+  got = np.asarray(ablated(params, feats, *args))
+  np.testing.assert_array_equal(np.asarray(ablated(params, 3.0 * feats + 1.0, *args)), got)
+  np.testing.assert_allclose(np.asarray(plain(params, np.zeros_like(feats), *args)), got, atol=1e-6, rtol=0)
+  assert np.abs(np.asarray(plain(params, feats, *args)) - got).max() > 1e-3
+
+
 def test_context_kv_in_chunks_equals_at_once(head):
   graphdef, params = head
   h = nnx.merge(graphdef, params)

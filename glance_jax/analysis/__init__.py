@@ -15,15 +15,15 @@ only for plots, imported inside the plotting functions so this package imports w
     decile_markdown(entry)
 
   Benchmarks (per-prompt times, paired across methods)
-    paired_bootstrap_ratio, paired_bootstrap_diff, geometric_mean, bootstrap_geomean_ratio,
-    compare_methods
+    paired_bootstrap_ratio, paired_bootstrap_diff, paired_bootstrap_ratio_of_ratios,
+    geometric_mean, bootstrap_geomean_ratio, compare_methods
 
   Plots (PNG): plot_deciles, plot_cap_vs_floor, plot_speedup_vs_budget
 """
 
 from glance_jax.analysis.bootstrap import (
     bootstrap_geomean_ratio, compare_methods, geometric_mean, paired_bootstrap_diff,
-    paired_bootstrap_ratio)
+    paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios)
 from glance_jax.analysis.entropy_law import (
     CommonSlopeFit, DecileTable, EntropyLawFit, analyze, copy_regime, decile_table, expected_accepted,
     fit_common_slope, fit_entropy_law, isotonic_fit, pool_records, weighted_r2)
@@ -36,6 +36,6 @@ __all__ = [
     "expected_accepted", "fit_common_slope", "fit_entropy_law", "isotonic_fit", "pool_records",
     "weighted_r2", "decile_markdown", "law_checks", "slope_difference", "summary_markdown",
     "bootstrap_geomean_ratio", "compare_methods", "geometric_mean", "paired_bootstrap_diff",
-    "paired_bootstrap_ratio",
+    "paired_bootstrap_ratio", "paired_bootstrap_ratio_of_ratios",
     "plot_cap_vs_floor", "plot_deciles", "plot_speedup_vs_budget",
 ]

@@ -67,6 +67,29 @@ def paired_bootstrap_diff(x: Any, y: Any, *, n_boot: int = 2000, alpha: float = 
   return (float(x.mean() - y.mean()), *_interval(mx - my, alpha))
 
 
+def paired_bootstrap_ratio_of_ratios(num_x: Any, den_x: Any, num_y: Any, den_y: Any, *,
+                                     n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+                                     ) -> tuple[float, float, float]:
+  """(sum num_x / sum den_x) / (sum num_y / sum den_y) over prompts, with its paired percentile
+  interval (all four arrays resampled with the same prompt indices). E.g. the tree-over-chain tau
+  ratio: num = a prompt's sum of (a + 1) over its rounds, den = its rounds, x = tree, y = chain.
+  Denominator sums must be > 0; resamples whose sums are 0 are left out of the interval."""
+  nx, dx = _paired(num_x, den_x)
+  ny, dy = _paired(num_y, den_y)
+  if nx.size != ny.size:
+    raise ValueError(f"paired samples differ in length: {nx.size} vs {ny.size}")
+  if dx.sum() <= 0 or dy.sum() <= 0 or nx.sum() <= 0 or ny.sum() <= 0:
+    raise ValueError("sums must be > 0")
+  # Two generators from one seed draw the same index matrices: x's and y's resamples are paired.
+  mnx, mdx = _boot_means(np.random.default_rng(seed), nx, dx, n_boot)
+  mny, mdy = _boot_means(np.random.default_rng(seed), ny, dy, n_boot)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    stats = (mnx / mdx) / (mny / mdy)
+  stats = stats[np.isfinite(stats)]
+  point = float((nx.sum() / dx.sum()) / (ny.sum() / dy.sum()))
+  return (point, *_interval(stats, alpha)) if stats.size else (point, math.nan, math.nan)
+
+
 def geometric_mean(values: Any) -> float:
   """exp(mean(log v)): the summary of per-task speedups that treats 2x and 0.5x symmetrically."""
   v = np.asarray(values, dtype=np.float64).ravel()

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from glance_jax.bench import report as rep
-from glance_jax.bench.runner import PAD_MULTIPLE, method_choices, parse_methods
+from glance_jax.bench.runner import PAD_MULTIPLE, Method, ablated, method_choices, parse_methods
 
 DEFAULT_METHODS = "ar,ngram,chain,glance"
 DEFAULT_BUDGETS = "15,31,47,63,auto"
@@ -74,6 +74,7 @@ def _budgets(text: str) -> list[int | str]:
 
 def parser() -> argparse.ArgumentParser:
   from glance_jax.config import DTYPES
+  from glance_jax.decode.generate import ABLATIONS
   p = argparse.ArgumentParser(prog="decode.py bench", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("task_files", nargs="*", metavar="TASKFILE",
@@ -95,12 +96,28 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
   p.add_argument("--pad-multiple", type=int, default=PAD_MULTIPLE,
                  help="right-pad prompts to a multiple of this many tokens (fewer compiles; 1 = off)")
+  p.add_argument("--ablate", choices=ABLATIONS, default=None,
+                 help="also run the primary head method (glance at the largest budget, else chain) with "
+                      "the head ablated, as its own method: zero-context = the target features the head "
+                      "reads zeroed (label e.g. glance-63[zero-context]); other methods can be named "
+                      "in --methods as METHOD[zero-context]")
   p.add_argument("--image-test", action="store_true",
                  help="also run glance_jax.bench.image_swap.run_image_swap per task")
   p.add_argument("--json", dest="json_out", help="write the report (schema: docs/benchmarking.md) here")
   p.add_argument("--markdown", dest="markdown_out", help="write the markdown tables here")
   p.add_argument("--plots", dest="plots_dir", help="write deciles / cap-vs-floor / speedup PNGs here")
   return p
+
+
+def with_ablation(methods: list[Method], kind: str | None) -> list[Method]:
+  """methods plus, for --ablate KIND, the primary head method (report.primary_method) ablated."""
+  if kind is None:
+    return methods
+  base = rep.primary_method(methods)
+  if base is None:
+    raise ValueError(f"--ablate {kind} needs a head method (chain or glance) in --methods")
+  extra = ablated(next(m for m in methods if m.label == base), kind)
+  return methods + [extra] if extra not in methods else methods
 
 
 def _say(line: str, progress=None) -> None:
@@ -160,7 +177,7 @@ def run(args) -> dict[str, Any]:
 
   t_start = time.perf_counter()
   _check_args(args)
-  wanted = parse_methods(args.methods, args.budgets)
+  wanted = with_ablation(parse_methods(args.methods, args.budgets), args.ablate)
   if args.model and not args.head and any(m.method in ("chain", "glance") for m in wanted):
     raise ValueError("--methods with chain / glance need --head with --model (or use --methods ar,ngram)")
   model, head_path, files = default_bench_inputs(args.model, args.head, args.task_files)
@@ -169,7 +186,7 @@ def run(args) -> dict[str, Any]:
   head = Head.load(head_path, target=target) if head_path else (
       None if args.model else Head.random(target, seed=args.seed, num_layers=2))
   block_size = head.config.block_size if head is not None else 16
-  methods = parse_methods(args.methods, args.budgets, depth=block_size - 1)
+  methods = with_ablation(parse_methods(args.methods, args.budgets, depth=block_size - 1), args.ablate)
   processor = Processor.from_pretrained(str(target.path))
 
   tasks, errors = load_tasks(files, args.limit)
@@ -208,7 +225,8 @@ def run(args) -> dict[str, Any]:
     tasks_out[t.name] = {"file": t.file, "n_prompts": len(ps), "prompt_ids": ids,
                          "skipped_rows": t.skipped_rows,
                          "methods": rep.task_stats(runs, methods, ids, seed=args.seed),
-                         "entropy_law": None, "image_test": None}
+                         "entropy_law": None, "image_test": None,
+                         "tree_over_chain": rep.tree_over_chain(runs, methods, seed=args.seed)}
   if progress is not None:
     progress.close()
 
@@ -235,11 +253,12 @@ def run(args) -> dict[str, Any]:
                  "budgets": [b for b in args.budgets if b != "auto"], "round_cost": args.round_cost,
                  "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,
                  "seed": args.seed, "dtype": args.dtype, "pad_multiple": args.pad_multiple,
-                 "block_size": block_size, "image_test": bool(args.image_test)},
+                 "block_size": block_size, "image_test": bool(args.image_test), "ablate": args.ablate},
       "environment": {"jax": jax.__version__, "backend": jax.default_backend(),
                       "device": str(jax.devices()[0].device_kind), "cpu_count": os.cpu_count(),
                       "compiles": n_sig * len(methods), "compile_s": compile_s, "wall_s": 0.0},
-      "methods": [{"label": m.label, "method": m.method, "budget": m.budget, "auto": m.auto} for m in methods],
+      "methods": [{"label": m.label, "method": m.method, "budget": m.budget, "auto": m.auto, "ablate": m.ablate}
+                  for m in methods],
       "tasks": tasks_out,
       "geomean": rep.geomean_speedups(times_by_task, methods, seed=args.seed),
       "entropy_law": law,

@@ -14,6 +14,8 @@ Definitions (per task and method, over its prompts; docs/benchmarking.md has the
   share_a_ge_8      share of rounds whose accepted length a (draft tokens accepted, not counting the
                     target's own token) is >= 8
   lossless          every timed run of every prompt emitted AR's tokens (AR: its own first run)
+  tree_over_chain   tau of glance at the largest fixed budget N over chain's tau, with a paired
+                    bootstrap 95% interval over prompts (the paper's 1.45-1.49x at N = 63)
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from glance_jax.analysis import (
-    analyze, bootstrap_geomean_ratio, compare_methods, geometric_mean, paired_bootstrap_ratio)
+    analyze, bootstrap_geomean_ratio, compare_methods, decile_markdown, geometric_mean, law_checks,
+    paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios, summary_markdown)
 from glance_jax.bench.runner import Method, PromptRun
 
 SCHEMA_VERSION = "glance_jax.bench/1"
@@ -65,7 +68,7 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       "vs_base": {"other": "ar", "speedup": 1.0, "lo": None, "hi": None}}
   cmp.setdefault("vs_best_other", None)
   return {
-      "method": method.method, "budget": method.budget, "n_prompts": len(rs),
+      "method": method.method, "budget": method.budget, "ablate": method.ablate, "n_prompts": len(rs),
       "new_tokens": new_tokens, "rounds": int(a.size),
       "tau": float(np.mean(a + 1)) if a.size else 1.0,
       "tokens_per_round": new_tokens / a.size if a.size else None,
@@ -117,20 +120,32 @@ def geomean_speedups(times_by_task: Mapping[str, Mapping[str, np.ndarray]], meth
   return out
 
 
+def largest_glance(methods: Sequence[Method]) -> Method | None:
+  """glance at the largest fixed budget, not ablated (glance-auto and ablations are not it)."""
+  fixed = [m for m in methods if m.method == "glance" and not m.auto and m.ablate is None]
+  return max(fixed, key=lambda m: m.budget) if fixed else None
+
+
 def primary_method(methods: Sequence[Method]) -> str | None:
-  """The entropy law's method: glance at the largest budget, else chain, else None."""
-  glance = [m for m in methods if m.method == "glance"]
-  if glance:
-    return max(glance, key=lambda m: m.budget).label
-  return next((m.label for m in methods if m.method == "chain"), None)
+  """The entropy law's method: glance at the largest fixed budget, else glance-auto, else chain
+  (never an ablated one), else None."""
+  if (m := largest_glance(methods)) is not None:
+    return m.label
+  plain = [m for m in methods if m.ablate is None]
+  return next((m.label for m in plain if m.method == "glance"),
+              next((m.label for m in plain if m.method == "chain"), None))
 
 
 def entropy_laws(runs_by_task: Mapping[str, Mapping[str, Sequence[PromptRun]]],
                  methods: Sequence[Method], L: int, n_bins: int = 10) -> dict[str, Any]:
-  """analysis.analyze per drafting method (not ar: a = 0 always) over each task's pooled rounds.
+  """analysis.analyze(..., pooled=True) per drafting method (not ar: a = 0 always) over each
+  task's rounds: by_method[label] = its "tasks", pooled[label] its "pooled" entry and
+  common_slope[label] its "common_slope" (both only with >= 2 tasks: the law across tasks, over
+  the entropy range one task alone rarely spans), law_checks[label] = law_report.law_checks of
+  every task ("tasks") and of the pooled entry ("pooled", None with one task).
   A task with no rounds is left out; a task whose MLE does not exist keeps its deciles with
   "fit": None and the reason in "error" (analyze's contract)."""
-  by_method, pooled = {}, {}
+  by_method, pooled, common, checks = {}, {}, {}, {}
   for m in methods:
     if m.method == "ar":
       continue
@@ -140,12 +155,35 @@ def entropy_laws(runs_by_task: Mapping[str, Mapping[str, Sequence[PromptRun]]],
       a = np.concatenate([r.accepted for r in rs]).astype(np.int64)
       if a.size:
         recs[task] = (np.concatenate([r.root_entropy for r in rs]).astype(np.float64), np.minimum(a, L))
-    by_method[m.label] = analyze(recs, L, n_bins)["tasks"] if recs else {}
-    if len(recs) > 1:  # the law across tasks: the entropy range one task alone rarely spans
-      both = [np.concatenate([r[i] for r in recs.values()]) for i in (0, 1)]
-      pooled[m.label] = analyze({"all": tuple(both)}, L, n_bins)["tasks"]["all"]
+    an = analyze(recs, L, n_bins, pooled=len(recs) > 1) if recs else {"tasks": {}}
+    by_method[m.label] = an["tasks"]
+    if "pooled" in an:
+      pooled[m.label], common[m.label] = an["pooled"], an["common_slope"]
+    checks[m.label] = {"tasks": {t: law_checks(e) for t, e in an["tasks"].items()},
+                      "pooled": law_checks(an["pooled"]) if "pooled" in an else None}
   return {"method": primary_method(methods), "L": int(L), "n_bins": int(n_bins), "by_method": by_method,
-          "pooled": pooled}
+          "pooled": pooled, "common_slope": common, "law_checks": checks}
+
+
+def tree_over_chain(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],
+                    seed: int = 0) -> dict[str, Any] | None:
+  """One task's tau of glance at the largest fixed budget over chain's tau, with a paired bootstrap
+  95% interval over prompts (None with fewer than 2 prompts); None without both methods. tau as in
+  method_stats: mean(a + 1) over the task's rounds, so ratio = the two reported taus' ratio."""
+  tree = largest_glance(methods)
+  if tree is None or not any(m.label == "chain" for m in methods):
+    return None
+  cols = [(np.array([float(np.sum(r.accepted + 1)) for r in runs[label]]),
+           np.array([float(len(r.accepted)) for r in runs[label]])) for label in (tree.label, "chain")]
+  (nx, dx), (ny, dy) = cols
+  if min(nx.sum(), dx.sum(), ny.sum(), dy.sum()) <= 0:
+    return None
+  if len(nx) >= 2:
+    ratio, lo, hi = paired_bootstrap_ratio_of_ratios(nx, dx, ny, dy, n_boot=N_BOOT, seed=seed)
+  else:
+    ratio, lo, hi = float((nx.sum() / dx.sum()) / (ny.sum() / dy.sum())), None, None
+  return {"tree": tree.label, "chain": "chain", "budget": tree.budget, "tree_tau": float(nx.sum() / dx.sum()),
+          "chain_tau": float(ny.sum() / dy.sum()), "ratio": ratio, "lo": lo, "hi": hi}
 
 
 def json_safe(v: Any) -> Any:
@@ -180,7 +218,7 @@ NUM, OPT_NUM, OPT_STR, OPT_INT = Num, Opt(Num), Opt(str), Opt(int)
 SPEEDUP = {"other": str, "speedup": NUM, "lo": OPT_NUM, "hi": OPT_NUM}
 PER_PROMPT = {"id": str, "new_tokens": int, "rounds": int, "tau": NUM, "times_s": [NUM], "lossless": bool}
 METHOD_STATS = {
-    "method": str, "budget": int, "n_prompts": int, "new_tokens": int, "rounds": int, "tau": NUM,
+    "method": str, "budget": int, "ablate": OPT_STR, "n_prompts": int, "new_tokens": int, "rounds": int, "tau": NUM,
     "tokens_per_round": OPT_NUM, "ms_per_token": NUM, "speedup_vs_ar": SPEEDUP,
     "speedup_vs_best_other": Opt(SPEEDUP), "share_a_ge_8": OPT_NUM, "mean_root_entropy": OPT_NUM,
     "lossless": bool, "mismatches": int, "mismatch_ids": [str], "per_prompt": [PER_PROMPT],
@@ -199,23 +237,36 @@ ENTROPY_TASK = {
         "model_at_floor", "floor_over_cap", "floor_over_cap_L", "floor_resid_z")}),
     "error": OPT_STR,
 }
+# law_report.law_checks(entry): issue 14's verdicts on one entropy-law entry (passes None: H does not
+# spread, the law is not tested there).
+LAW_CHECKS = {
+    "spreads": bool, "n_bins": int, "h_range": OPT_NUM, "b1": OPT_NUM, "z_b1": OPT_NUM,
+    "slope_positive": bool, "isotonic_r2": OPT_NUM, "monotone": bool, "law_r2": OPT_NUM,
+    "cap_exp_b0": OPT_NUM, "floor_mean": OPT_NUM, "floor_over_cap": OPT_NUM, "passes": Opt(bool),
+}
+TREE_OVER_CHAIN = {"tree": str, "chain": str, "budget": int, "tree_tau": NUM, "chain_tau": NUM,
+                   "ratio": NUM, "lo": OPT_NUM, "hi": OPT_NUM}
 TASK = {
     "file": str, "n_prompts": int, "prompt_ids": [str], "skipped_rows": int,
     "methods": {"*": METHOD_STATS}, "entropy_law": Opt(ENTROPY_TASK), "image_test": Opt(dict),
+    "tree_over_chain": Opt(TREE_OVER_CHAIN),
 }
 ERROR = {"file": OPT_STR, "line": OPT_INT, "id": OPT_STR, "task": OPT_STR, "message": str, "fatal": bool}
 SCHEMA = {
     "schema": str,
     "config": {"model": str, "head": OPT_STR, "task_files": [str], "methods": [str], "budgets": [int],
                "max_new_tokens": int, "repeats": int, "limit": OPT_INT, "seed": int, "dtype": str,
-               "pad_multiple": int, "block_size": int, "image_test": bool},
+               "pad_multiple": int, "block_size": int, "image_test": bool, "ablate": OPT_STR},
     "environment": {"jax": str, "backend": str, "device": str, "cpu_count": OPT_INT, "compiles": int,
                     "compile_s": NUM, "wall_s": NUM},
-    "methods": [{"label": str, "method": str, "budget": int}],
+    "methods": [{"label": str, "method": str, "budget": int, "ablate": OPT_STR}],
     "tasks": {"*": TASK},
     "geomean": {"*": {"speedup": NUM, "lo": OPT_NUM, "hi": OPT_NUM, "n_tasks": int}},
     "entropy_law": {"method": OPT_STR, "L": int, "n_bins": int, "by_method": {"*": {"*": ENTROPY_TASK}},
-                    "pooled": {"*": ENTROPY_TASK}},
+                    "pooled": {"*": ENTROPY_TASK},
+                    # fit_common_slope's dict {b0: {task: .}, se_b0, b1, se_b1, loglik, n, L} or {error}
+                    "common_slope": {"*": dict},
+                    "law_checks": {"*": {"tasks": {"*": LAW_CHECKS}, "pooled": Opt(LAW_CHECKS)}}},
     "errors": [ERROR],
     "plots": [str],
 }
@@ -296,8 +347,9 @@ def _ci(s: Mapping[str, Any] | None, with_other: bool = False) -> str:
 
 
 def markdown(report: Mapping[str, Any]) -> str:
-  """One row per task and method, then one per method for the geometric mean over tasks, then the
-  entropy law per task (the primary method's)."""
+  """One row per task and method, then one per method for the geometric mean over tasks, the
+  tree-over-chain tau ratio per task, then the entropy law of the primary method: the summary
+  (law_report.summary_markdown: per task, pooled, common slope) and each task's decile table."""
   head = ("| task | method | N | prompts | tau | tokens/round | ms/token | speedup vs AR [95% CI] "
           "| vs best other [95% CI] | a>=8 share | mean H | lossless |")
   lines = [head, "|" + "---|" * 12]
@@ -312,25 +364,24 @@ def markdown(report: Mapping[str, Any]) -> str:
   for label, g in report["geomean"].items():
     lines.append(f"| geomean ({g['n_tasks']} tasks) | {label} | | | | | | "
                  f"{_ci({**g, 'other': 'ar'})} | | | | |")
+  toc = {name: t.get("tree_over_chain") for name, t in report["tasks"].items()}
+  if any(toc.values()):
+    first = next(v for v in toc.values() if v)
+    lines += ["", f"Tree over chain ({first['tree']} tau / chain tau; paper: 1.45-1.49x at N = 63):", "",
+              "| task | tree tau | chain tau | ratio [95% CI] |", "|" + "---|" * 4]
+    for name, v in toc.items():
+      if v:
+        lines.append(f"| {name} | {v['tree_tau']:.2f} | {v['chain_tau']:.2f} | "
+                     f"{_ci({'speedup': v['ratio'], 'lo': v['lo'], 'hi': v['hi']})} |")
   law = report["entropy_law"]
   primary = law["method"]
   if primary and law["by_method"].get(primary):
+    an = {"tasks": law["by_method"][primary], "pooled": law.get("pooled", {}).get(primary),
+          "common_slope": law.get("common_slope", {}).get(primary)}
     lines += ["", f"Entropy law ({primary}, L = {law['L']}; logit p = b0 - b1 H):", "",
-              "| task | rounds | mean a | b0 (se) | b1 (se) | isotonic R^2 | law R^2 | e^b0 | "
-              "lowest-decile mean a | floor / e^b0 |", "|" + "---|" * 10]
-    rows = dict(law["by_method"][primary])
-    if law.get("pooled", {}).get(primary):
-      rows["all tasks (pooled)"] = law["pooled"][primary]
-    for name, e in rows.items():
-      fit, cr = e["fit"], e["copy_regime"]
-      if fit is None:
-        lines.append(f"| {name} | {e['n']} | {e['mean_a']:.2f} | no fit: {e['error']} | | "
-                     f"{_f(e['isotonic']['r2'])} | | | {_f(e['deciles']['mean_a'][0])} | |")
-        continue
-      lines.append(f"| {name} | {e['n']} | {e['mean_a']:.2f} | {_f(fit['b0'])} ({_f(fit['se_b0'])}) | "
-                   f"{_f(fit['b1'])} ({_f(fit['se_b1'])}) | {_f(e['isotonic']['r2'])} | "
-                   f"{_f(e['model']['r2'])} | {_f(cr['cap_exp_b0'])} | {_f(cr['floor_mean'])} | "
-                   f"{_f(cr['floor_over_cap'])} |")
+              summary_markdown(an).rstrip("\n")]
+    for name, e in an["tasks"].items():
+      lines += ["", f"Deciles of {name} ({primary}):", "", decile_markdown(e).rstrip("\n")]
   return "\n".join(lines) + "\n"
 
 
@@ -350,7 +401,8 @@ def write_plots(report: Mapping[str, Any], out_dir: str) -> list[str]:
     paths.append(plot_deciles(analysis, os.path.join(out_dir, "deciles.png")))
     if any(t["copy_regime"] for t in tasks.values()):
       paths.append(plot_cap_vs_floor(analysis, os.path.join(out_dir, "cap_vs_floor.png")))
-  budget = {m["label"]: m["budget"] for m in report["methods"] if m["method"] == "glance" and not m.get("auto")}
+  budget = {m["label"]: m["budget"] for m in report["methods"]
+            if m["method"] == "glance" and not m.get("auto") and not m.get("ablate")}
   rows = [{"task": name, "N": budget[label], **t["methods"][label]["speedup_vs_ar"]}
           for name, t in report["tasks"].items() for label in budget]
   rows += [{"task": "geomean", "N": budget[label], **report["geomean"][label]}

@@ -16,6 +16,7 @@ whole decode loop and the copies back.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any, Sequence
 
@@ -35,10 +36,21 @@ class Method:
   method: str
   budget: int
   auto: bool = False
+  ablate: str | None = None   # an ablation of decode.generate.ABLATIONS: `glance-63[zero-context]`
 
 
 def method_choices() -> str:
-  return ", ".join([*METHODS, "glance-N", "glance-auto"])
+  return ", ".join([*METHODS, "glance-N", "glance-auto", "HEAD_METHOD[ABLATION]"])
+
+
+def ablated(m: Method, kind: str) -> Method:
+  """`m` under an ablation: label `glance-63[zero-context]`; only head methods (chain, glance-*)."""
+  from glance_jax.decode.generate import ABLATIONS
+  if kind not in ABLATIONS:
+    raise ValueError(f"unknown ablation {kind!r}; valid: {', '.join(ABLATIONS)}")
+  if m.method not in ("chain", "glance"):
+    raise ValueError(f"ablation [{kind}] needs a head method (chain, glance-N, glance-auto), got {m.label!r}")
+  return dataclasses.replace(m, label=f"{m.label}[{kind}]", ablate=kind)
 
 
 AUTO = Method("glance-auto", "glance", 63, auto=True)
@@ -47,11 +59,16 @@ AUTO = Method("glance-auto", "glance", 63, auto=True)
 def parse_methods(text: str, budgets: Sequence[int | str], depth: int = 15) -> list[Method]:
   """"ar,ngram,chain,glance" -> Methods; `glance` expands to glance-N per budget, `glance-N` names
   one budget. ar (the speedup base) is always first. chain and ngram are depth-capped chains: budget
-  = depth (L = block_size - 1). Raises ValueError naming the unknown method and the valid choices."""
+  = depth (L = block_size - 1). A head method with an ablation suffix, `glance-63[zero-context]`,
+  `chain[zero-context]` (`glance[zero-context]`: every budget), runs that method with the head
+  ablated (Head.ablated). Raises ValueError naming the unknown method and the valid choices."""
   out: list[Method] = [Method("ar", "ar", 1)]
   for name in (s.strip() for s in text.split(",")):
     if not name:
       continue
+    kind = None
+    if m := re.fullmatch(r"(.+)\[([a-z-]+)\]", name):
+      name, kind = m[1], m[2]
     if name == "glance":
       new = [AUTO if n == "auto" else Method(f"glance-{n}", "glance", int(n)) for n in budgets]
     elif name == "glance-auto":
@@ -64,6 +81,8 @@ def parse_methods(text: str, budgets: Sequence[int | str], depth: int = 15) -> l
       new = []
     else:
       raise ValueError(f"unknown method {name!r}; valid: {method_choices()}")
+    if kind is not None:
+      new = [ablated(m, kind) for m in new]
     out += [m for m in new if m not in out]
   return out
 
@@ -133,12 +152,20 @@ def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = 
   return out, problems
 
 
+@functools.lru_cache(maxsize=8)
+def _ablated_head(head, kind: str):
+  """One ablated Head per (head, kind), so every call reuses one graphdef (one compile)."""
+  return head.ablated(kind)
+
+
 def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
   from glance_jax.decode.generate import generate
   kw = dict(kw)
   round_cost = kw.pop("round_cost", None)
   if m.auto:
     kw.update(auto=True, round_cost=round_cost)
+  if m.ablate is not None and head is not None:
+    head = _ablated_head(head, m.ablate)
   return generate(target, prompt.inputs, head=head if m.method in ("chain", "glance") else None,
                   method=m.method, budget=m.budget, **kw)
 

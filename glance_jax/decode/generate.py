@@ -14,6 +14,9 @@ from glance_jax.decode.loop import METHODS, LoopConfig, decode_rounds, draft_pas
 from glance_jax.decode.sampling import SamplingConfig
 
 
+ABLATIONS = ("zero-context",)   # Head.ablated kinds (decode.py bench --ablate)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Head:
   """A block head bound for decoding: its config, graphdef and params (`Head(*load_head(path))`)."""
@@ -34,6 +37,15 @@ class Head:
     from glance_jax.head.init import init_head
     cfg = HeadConfig.for_target(target.config, num_layers=num_layers, block_size=block_size)
     return cls(cfg, *init_head(cfg, seed=seed, dtype=target.dtype, mesh=target.mesh))
+
+  def ablated(self, kind: str) -> "Head":
+    """The head under an ablation of ABLATIONS, sharing these params. "zero-context": the target's
+    tapped features are zeroed before the head reads them (BlockHead.zero_context), so it drafts
+    without the conditioning; decoding stays lossless (the target still verifies)."""
+    if kind not in ABLATIONS:
+      raise ValueError(f"unknown ablation {kind!r}; valid: {', '.join(ABLATIONS)}")
+    from glance_jax.head.model import zero_context_graphdef
+    return Head(self.config, zero_context_graphdef(self.graphdef, self.params), self.params)
 
 
 @dataclasses.dataclass

@@ -83,8 +83,12 @@ class HeadLayer(DecoderLayer):
 class BlockHead(nnx.Module):
   """Attribute names are DFlash checkpoint keys: a param path joined by '.' is its key."""
 
-  def __init__(self, cfg: HeadConfig, *, dtype=jnp.float32, rngs: nnx.Rngs):
+  def __init__(self, cfg: HeadConfig, *, dtype=jnp.float32, rngs: nnx.Rngs, zero_context: bool = False):
     self.cfg = cfg
+    # Ablation (decode.py bench --ablate zero-context): the target's tapped features are replaced by
+    # zeros before fc, so the head drafts from the block alone. A static attribute: it lives in the
+    # graphdef (a separate compile), not in the params, so checkpoints are unaffected.
+    self.zero_context = bool(zero_context)
     tcfg = text_config(cfg)
     # fc is a down projection of the concatenated taps: (out, in) = (embed, wide), like mlp.down_proj.
     self.fc = Linear(cfg.fc_in_features, cfg.hidden_size, axes=(shd.EMBED, shd.MLP), dtype=dtype, rngs=rngs)
@@ -99,6 +103,8 @@ class BlockHead(nnx.Module):
 
   def project_context(self, feats: jax.Array) -> jax.Array:
     """feats [B,T,n_taps*Dt] (taps concatenated in target_layer_ids order) -> ctx [B,T,D]."""
+    if self.zero_context:
+      feats = jnp.zeros_like(feats)
     return self.hidden_norm(self.fc(feats))
 
   def context_kv(self, ctx: jax.Array,
@@ -146,6 +152,13 @@ def block_mask(ctx_len: jax.Array, ctx_slots: int, block: int) -> jax.Array:
 def abstract_head(cfg: HeadConfig, dtype=jnp.float32) -> tuple[nnx.GraphDef, nnx.State]:
   """(graphdef, abstract state) at zero memory, every leaf a ShapeDtypeStruct with `axes`."""
   return nnx.split(nnx.eval_shape(lambda: BlockHead(cfg, dtype=dtype, rngs=nnx.Rngs(0))))
+
+
+def zero_context_graphdef(graphdef: nnx.GraphDef, params: nnx.State) -> nnx.GraphDef:
+  """The same head with `zero_context` set: pairs with the unchanged `params` (no copy)."""
+  head = nnx.merge(graphdef, params)
+  head.zero_context = True
+  return nnx.split(head)[0]
 
 
 def param_count(state: nnx.State) -> int:
