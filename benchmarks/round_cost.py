@@ -54,8 +54,10 @@ def parse_taus(spec: str) -> dict[int, float]:
 
 
 def read_taus(path: str | os.PathLike) -> dict[int, float]:
-  """Mean over tasks of each glance budget's tau in a `decode.py bench` JSON (README schema:
-  tasks.<task>.methods.<label> with method "glance", budget N and tau)."""
+  """Mean over tasks of each glance budget's tau in a `decode.py bench` JSON (docs/benchmarking.md
+  schema: tasks.<task>.methods.<label> with method "glance", budget N and tau). Only the plain
+  `glance-N` labels: glance-auto (budget 63 too) and ablations (`glance-63[zero-context]`) are not
+  budget N's tau."""
   try:
     data = json.loads(pathlib.Path(path).read_text())
   except FileNotFoundError:
@@ -64,9 +66,10 @@ def read_taus(path: str | os.PathLike) -> dict[int, float]:
     raise ValueError(f"--taus: {path} is not JSON ({e.msg} at line {e.lineno})") from None
   found: dict[int, list[float]] = {}
   for task in (data.get("tasks") or {}).values():
-    for stats in (task.get("methods") or {}).values():
+    for label, stats in (task.get("methods") or {}).items():
       tau = stats.get("tau")
-      if stats.get("method") == "glance" and isinstance(tau, (int, float)) and math.isfinite(tau):
+      plain = label == f"glance-{stats.get('budget')}" and not stats.get("ablate")
+      if stats.get("method") == "glance" and plain and isinstance(tau, (int, float)) and math.isfinite(tau):
         found.setdefault(int(stats["budget"]), []).append(float(tau))
   if not found:
     raise ValueError(f"--taus: {path} holds no glance tau under tasks.<task>.methods (a decode.py bench report?)")

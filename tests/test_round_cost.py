@@ -26,7 +26,9 @@ def test_read_taus_reads_the_bench_schema(tmp_path):
                                           "glance-63": m("glance", 63, 4.0)}},
                      "textvqa": {"methods": {"glance-15": m("glance", 15, 2.0), "ngram": m("ngram", 15, 9.0),
                                              "glance-63": m("glance", 63, 5.0),
-                                             "glance-31": m("glance", 31, None)}}}}
+                                             "glance-31": m("glance", 31, None),
+                                             "glance-auto": m("glance", 63, 9.0),
+                                             "glance-63[zero-context]": m("glance", 63, 1.1)}}}}
   path = tmp_path / "bench.json"
   path.write_text(json.dumps(bench))
   assert rc.read_taus(path) == {15: 2.5, 63: 4.5}
