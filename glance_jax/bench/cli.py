@@ -97,11 +97,10 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--pad-multiple", type=int, default=PAD_MULTIPLE,
                  help="right-pad prompts to a multiple of this many tokens (fewer compiles; 1 = off)")
   p.add_argument("--ablate", choices=ABLATIONS, default=None,
-                 help="also run the primary head method (glance at the largest fixed budget, else glance-auto, "
-                      "else chain) with "
-                      "the head ablated, as its own method: zero-context = the target features the head "
-                      "reads zeroed (label e.g. glance-63[zero-context]); other methods can be named "
-                      "in --methods as METHOD[zero-context]")
+                 help="also run the primary head method (glance at the largest fixed budget, else "
+                      "glance-auto, else chain) with the head ablated, as its own method: zero-context = "
+                      "the target features the head reads zeroed (label e.g. glance-63[zero-context]); "
+                      "other methods can be named in --methods as METHOD[zero-context]")
   p.add_argument("--image-test", action="store_true",
                  help="also run glance_jax.bench.image_swap.run_image_swap per task")
   p.add_argument("--json", dest="json_out", help="write the report (schema: docs/benchmarking.md) here")
