@@ -85,6 +85,32 @@ def test_target_training_resumes_exactly(tmp_path, monkeypatch):
   assert steps == [1, 2, 3, 4]
 
 
+def test_resumed_target_keeps_its_tokenizer(tmp_path, monkeypatch):
+  """The state is trained on one tokenizer's ids: a resume whose output directory went missing gets
+  that tokenizer back even if the suite's text (the corpus) changed; a different one is an error."""
+  cfg = dataclasses.replace(tt.TargetTrainConfig(), steps=3, batch_size=4, save_every=1, num_heldout=2)
+  model_cfg = tiny_config(hidden=32, layers=1, heads=2, kv_heads=1, head_dim=16, intermediate=64,
+                          vision_depth=1, vision_hidden=32, num_position_embeddings=64, deepstack=(0,),
+                          tie=True)
+  out, work = tmp_path / "out", tmp_path / "work"
+  tt.train_target(out, work, dataclasses.replace(cfg, steps=2), model_cfg=model_cfg)
+  first = (out / "tokenizer.json").read_bytes()
+  assert (work / "tokenizer.json").read_bytes() == first
+  real = tt.suite_corpus
+  monkeypatch.setattr(tt, "suite_corpus", lambda **k: real(per_task=10, **k))
+  import shutil
+  shutil.rmtree(out)
+  tt.train_target(out, work, cfg, model_cfg=model_cfg)              # resumes at step 2
+  assert (out / "tokenizer.json").read_bytes() == first
+  shutil.rmtree(work)
+  other = tmp_path / "other"
+  tt.train_target(other, tmp_path / "wother", dataclasses.replace(cfg, steps=2), model_cfg=model_cfg)
+  assert (other / "tokenizer.json").read_bytes() != first             # the changed corpus' tokenizer
+  (tmp_path / "wother" / "tokenizer.json").write_bytes(first)
+  with pytest.raises(ValueError, match="not the tokenizer this run's state was trained with"):
+    tt.train_target(other, tmp_path / "wother", cfg, model_cfg=model_cfg)
+
+
 def test_torn_state_file_is_named(tmp_path):
   (tmp_path / "target_state.npz").write_bytes(b"not a zip")
   with pytest.raises(ValueError, match="target_state.npz: unreadable training state"):

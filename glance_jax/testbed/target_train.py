@@ -17,6 +17,7 @@ import logging
 import os
 import pathlib
 import queue
+import shutil
 import threading
 import time
 
@@ -189,6 +190,16 @@ def load_state(path: pathlib.Path, params, opt_state):
   return step, params, opt_state
 
 
+def _check_tokenizer(used: pathlib.Path, kept: pathlib.Path) -> None:
+  """Keeps a copy of the run's tokenizer beside its state; a different one in the output is an error
+  (its ids would not be the ones the state's embeddings were trained on)."""
+  if not kept.exists():
+    shutil.copyfile(used, kept)
+  elif kept.read_bytes() != used.read_bytes():
+    raise ValueError(f"{used}: not the tokenizer this run's state was trained with ({kept}); restore "
+                     f"it from there, or delete {kept.parent / 'target_state.npz'} and {kept} to start over")
+
+
 def _truncate_metrics(path: pathlib.Path, last_step: int) -> None:
   if not path.exists():
     return
@@ -234,11 +245,17 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
   work.mkdir(parents=True, exist_ok=True)
   model_cfg = model_cfg or testbed_config()
   target = Target.random(model_cfg, seed=cfg.seed)
+  kept = work / "tokenizer.json"     # the tokenizer the resumable state was trained with
   if not (out / "tokenizer.json").exists():
     # The side files (config, tokenizer trained on the suite, preprocessor) come first: the
     # processor that builds the training prompts is the one decoding will load.
     write_checkpoint(out, model_cfg, target.params, tokenizer_corpus=suite_corpus(version=cfg.suite_version),
                      min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    if kept.exists():
+      # a resumed run whose output went missing: a tokenizer retrained now (on a suite that may
+      # have changed since) would renumber the ids the restored weights were trained on
+      shutil.copyfile(kept, out / "tokenizer.json")
+  _check_tokenizer(out / "tokenizer.json", kept)
   processor = Processor.from_pretrained(str(out))
   maker = ExampleMaker(processor, model_cfg.eos_token_ids[0])
   excluded = suite.heldout_answers(cfg.num_heldout) if cfg.suite_version == "v1" else None
