@@ -1,16 +1,17 @@
 """Rebuilds the shipped CPU testbed from nothing, in one command:
 
-    python -m glance_jax.testbed.build              # ~1 h on 2 CPU cores; resumes if interrupted
+    python -m glance_jax.testbed.build              # suite v2 into testbed/; ~1.5 h on 2 CPU cores; resumes
     python -m glance_jax.testbed.build --stages eval  # just re-score the shipped target
-    python -m glance_jax.testbed.build --suite v2   # suite v2 (issue 14) into runs/testbed_v2/testbed
-                                                    # (docs/testbed_v2.md; copy to testbed/ to ship)
+    python -m glance_jax.testbed.build --suite v1   # the first suite (certain grounded answers) into
+                                                    # runs/testbed_v1/testbed (docs/testbed.md)
 
 Stages (each resumes or skips what is done):
   tasks   held-out task files + PNGs into testbed/tasks/ (shipped), train prompts into the workdir
   target  trains the small Qwen3-VL target (glance_jax/testbed/target_train.py) -> testbed/target/
           (HF layout: config.json, model.safetensors in bf16, tokenizer, chat template, preprocessor)
-  head    `train.py --config configs/train_testbed.py`: regenerates the target's answers to the
-          train prompts and trains the GLANCE head on them -> testbed/head/ (DFlash layout, bf16)
+  head    `train.py --config configs/train_testbed_v2.py` (v1: train_testbed.py): regenerates the
+          target's answers to the train prompts and trains the GLANCE head on them -> testbed/head/
+          (DFlash layout, bf16)
   eval    held-out accuracy of the target -> testbed/eval.json
 
 A v2 build also writes suite.json ({"suite_version": "v2"}) into its output; a directory without
@@ -49,16 +50,17 @@ class BuildSpec:
 
 
 BUILDS = {
-    "v1": BuildSpec("v1", HEAD_CONFIG, str(paths.SHIPPED), "runs/testbed"),
-    # v2 builds beside the shipped v1 testbed: shipping it is a copy (docs/testbed_v2.md)
+    # v2 (issue 14, docs/testbed_v2.md) is what testbed/ ships; v1 builds beside it.
     # v2's longest prompt + answer is 84 tokens (table) with a v2 tokenizer: 96 leaves room for
-    # a tokenizer that merges less, rather than a crash mid-build
-    "v2": BuildSpec("v2", paths.REPO / "configs" / "train_testbed_v2.py", "runs/testbed_v2/testbed",
-                    "runs/testbed_v2", target=(("seq_len", 96),)),
+    # a tokenizer that merges less, rather than a crash mid-build. 7200 target steps: the shipped
+    # target's total (docs/testbed_v2.md: its first 5200 read an older chart layout).
+    "v2": BuildSpec("v2", paths.REPO / "configs" / "train_testbed_v2.py", str(paths.SHIPPED), "runs/testbed",
+                    target=(("seq_len", 96), ("steps", 7200))),
+    "v1": BuildSpec("v1", HEAD_CONFIG, "runs/testbed_v1/testbed", "runs/testbed_v1"),
 }
 
 
-def build_tasks(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BUILDS["v1"]) -> None:
+def build_tasks(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BUILDS["v2"]) -> None:
   if spec.version == "v1":
     excluded = suite.heldout_answers(spec.heldout_per_task)
     for task in suite.TASKS:
@@ -73,7 +75,7 @@ def build_tasks(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BUIL
 
 
 def build_target(out: pathlib.Path, workdir: pathlib.Path, steps: int | None = None,
-                 spec: BuildSpec = BUILDS["v1"]) -> None:
+                 spec: BuildSpec = BUILDS["v2"]) -> None:
   import jax.numpy as jnp
   from glance_jax.testbed.target_train import TargetTrainConfig, train_target
   cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version, **dict(spec.target))
@@ -83,7 +85,7 @@ def build_target(out: pathlib.Path, workdir: pathlib.Path, steps: int | None = N
 
 
 def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
-               spec: BuildSpec = BUILDS["v1"]) -> None:
+               spec: BuildSpec = BUILDS["v2"]) -> None:
   from glance_jax.train.config import apply_overrides, load_config
   from glance_jax.train.driver import train
   tasks = ",".join(str(workdir / "data" / f"{t}_train.jsonl") for t in suites.get(spec.version).TASKS)
@@ -100,7 +102,7 @@ def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
   save_head(dest, head.config, jax.device_get(head.params), dtype=jnp.bfloat16)
 
 
-def build_eval(out: pathlib.Path, spec: BuildSpec = BUILDS["v1"]) -> dict:
+def build_eval(out: pathlib.Path, spec: BuildSpec = BUILDS["v2"]) -> dict:
   import jax.numpy as jnp
   from glance_jax.data.records import read_task_file
   from glance_jax.qwen3_vl.inputs import Processor
@@ -118,12 +120,12 @@ def build_eval(out: pathlib.Path, spec: BuildSpec = BUILDS["v1"]) -> dict:
 def main(argv=None) -> None:
   ap = argparse.ArgumentParser(prog="python -m glance_jax.testbed.build", description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--suite", default="v1", choices=suites.VERSIONS,
-                  help="task suite version (v1: the shipped testbed; v2: issue 14, docs/testbed_v2.md)")
-  ap.add_argument("--out", default=None, help="where the testbed goes (default: testbed/ for v1, "
-                  "runs/testbed_v2/testbed for v2)")
+  ap.add_argument("--suite", default="v2", choices=suites.VERSIONS,
+                  help="task suite version (v2: the shipped testbed, docs/testbed_v2.md; v1: the first suite)")
+  ap.add_argument("--out", default=None, help="where the testbed goes (default: testbed/ for v2, "
+                  "runs/testbed_v1/testbed for v1)")
   ap.add_argument("--workdir", default=None, help="intermediate state, resumable (default: runs/testbed "
-                  "for v1, runs/testbed_v2 for v2)")
+                  "for v2, runs/testbed_v1 for v1)")
   ap.add_argument("--stages", default=",".join(STAGES), help="comma-separated subset of " + ",".join(STAGES))
   ap.add_argument("--target-steps", type=int, default=None, help="override the target's training steps")
   ap.add_argument("--heldout", type=int, default=None, help=f"held-out prompts per task (default {HELDOUT_PER_TASK})")
