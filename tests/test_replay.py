@@ -40,8 +40,8 @@ RECORDS = [
 ]
 
 
-def _replay(w, rec, oracle_acc=None):
-  acc, wid = replay.schedule(rec, 0, M)
+def _replay(w, rec, oracle_acc=None, start=0):
+  acc, wid = replay.schedule(rec, start, M)
   orc = replay.oracle_tokens(w["ref"], acc if oracle_acc is None else oracle_acc(acc), w["vocab"], w["depth"])
   cfg = replay.loop_config(w["target"], w["head"], replay.Spec(rec.label, rec.method, rec.budget, rec.auto), M)
   _, _, tokens, got_a, got_w = replay.run(w["target"], w["head"], w["p"], cfg, w["max_length"], orc,
@@ -57,6 +57,18 @@ def test_replay_reproduces_records(world, rec):
   assert np.array_equal(acc, flat[: len(acc)]) and 1 + np.sum(acc[:-1] + 1) < M <= 1 + np.sum(acc + 1)
   replay.check(rec.label, tokens, got_a, got_w, world["ar"], acc, wid)   # raises on any difference
   assert np.array_equal(got_a, acc) and np.array_equal(got_w, wid)
+
+
+def test_auto_replay_compiles_once(world):
+  """Schedules of different lengths (prompt 0's rounds first, or prompt 1's) share one compiled loop."""
+  rec = RECORDS[1]
+  lengths = set()
+  for start in (0, 1):
+    tokens, got_a, got_w, acc, wid = _replay(world, rec, start=start)
+    replay.check(rec.label, tokens, got_a, got_w, world["ar"], acc, wid)
+    lengths.add(len(acc))
+  assert len(lengths) == 2
+  assert [n for (cfg, _), n in replay.TRACES.items() if cfg.budget == 31 and cfg.max_new_tokens == M] == [1]
 
 
 def test_off_by_one_oracle_is_caught(world):
@@ -86,3 +98,38 @@ def test_read_records(tmp_path):
     replay.read_records(str(path))
   with pytest.raises(ValueError, match="glance-7"):
     replay.read_records(str(tmp_path / "bench.json"), ["glance-7"])
+
+
+def test_predicted_and_cli_errors(tmp_path, capsys):
+  from benchmarks import replay as cli
+  cost = {0: 2.0, 15: 4.0, 63: 8.0}
+  assert cli.predicted(np.array([3, 15]), np.array([15, 63]), cost) == pytest.approx(20 / 12)
+  assert cli.predicted(np.array([3]), np.array([31]), cost) is None         # no t(31) in the table
+  with pytest.raises(SystemExit):
+    cli.main(["--bench", str(tmp_path / "missing.json")])
+  assert "missing.json" in capsys.readouterr().err
+  path = tmp_path / "bench.json"
+  path.write_text(json.dumps({"tasks": {"t": {"methods": {"glance-15": {
+      "method": "glance", "budget": 15, "per_prompt": [{"accepted": [3], "widths": [15]}]}}}}}))
+  with pytest.raises(SystemExit):
+    cli.main(["--bench", str(path), "--methods", "glance-15", "--tasks", "chart"])
+  assert "--tasks: ['chart'] not in" in capsys.readouterr().err
+
+
+def test_cli_smoke_tiny(tmp_path):
+  """The whole benchmark at tiny size on a fabricated bench JSON: every run checked, a report written."""
+  from benchmarks import replay as cli
+  pp = lambda a, w: {"accepted": a, "widths": w}  # noqa: E731
+  bench = {"tasks": {"t": {"methods": {
+      "glance-15": {"method": "glance", "budget": 15, "per_prompt": [pp([4, 0, 15], [15] * 3)]},
+      "glance-auto": {"method": "glance", "budget": 31, "auto": True, "per_prompt": [pp([2, 0, 9], [15, 0, 31])]}}}}}
+  (tmp_path / "bench.json").write_text(json.dumps(bench))
+  rep = cli.main(["--bench", str(tmp_path / "bench.json"), "--methods", "glance-15,glance-auto", "--size", "tiny",
+                  "--prompts", "1", "--repeats", "1", "--context", "40", "--max-new-tokens", "20",
+                  "--round-cost", "none", "--json", str(tmp_path / "r.json")])
+  rows = json.loads((tmp_path / "r.json").read_text())["tasks"]["t"]
+  assert set(rows) == {"ar", "glance-15", "glance-auto"} and rep["label"] == "replayed acceptance"
+  # 20 tokens: auto runs its prompt's rounds twice (1 + 3 + 1 + 10 = 15 < 20), glance-15 once (1 + 5 + 1 + 16)
+  assert rows["glance-auto"]["widths"] == {"0": 2, "15": 2, "31": 2} and rows["glance-auto"]["rounds"] == 6
+  assert rows["glance-15"]["rounds"] == 3 and rows["glance-15"]["checked_runs"] == 1
+  assert rows["glance-15"]["speedup"] > 0 and rows["glance-15"]["predicted_speedup"] is None

@@ -21,6 +21,7 @@ lossless whatever the draft).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import time
@@ -34,7 +35,8 @@ from glance_jax.config import read_json
 from glance_jax.decode import budget as budget_lib
 from glance_jax.decode import loop
 
-REPLAYED = ("chain", "glance")  # methods whose rounds can be replayed (the oracle needs a head)
+REPLAYED = ("chain", "glance")
+TRACES: collections.Counter = collections.Counter()  # replay_auto_rounds traces (tests: one per config)  # methods whose rounds can be replayed (the oracle needs a head)
 
 
 class ReplayMismatch(AssertionError):
@@ -156,6 +158,7 @@ def replay_auto_rounds(tgd, tparams, hgd, hparams, state, stops, width_idx, *, c
   """glance-auto's loop (loop._auto_loop: draft ahead, inner runs at one static width, the switch
   paid when the width changes) with each round's width read from width_idx int32 [R] (indices into
   cfg.widths) instead of chosen from the scores. Hook wanted in loop.py: a public width override."""
+  TRACES[(cfg, width_idx.shape)] += 1
   ahead = functools.partial(loop._draft_ahead, tgd, tparams, hgd, hparams, cfg)
   running = functools.partial(loop._running, cfg)
 
@@ -202,8 +205,10 @@ def run(target, head, p: Prepared, cfg: loop.LoopConfig, max_length: int, oracle
   stops = jnp.asarray([-1], jnp.int32)
   orc = jnp.zeros((1, 0), jnp.int32) if oracle is None else jnp.asarray(np.asarray(oracle)[None], jnp.int32)
   idx = None
-  if cfg.auto:
-    idx = jnp.asarray([cfg.widths.index(int(w)) for w in widths], jnp.int32)
+  if cfg.auto:  # padded to max_new_tokens (>= rounds): one compiled loop whatever the schedule's length
+    idx = np.full(cfg.max_new_tokens, cfg.widths.index(int(widths[-1])), np.int32)
+    idx[: len(widths)] = [cfg.widths.index(int(w)) for w in widths]
+    idx = jnp.asarray(idx)
   t0 = time.perf_counter()
   st = loop.prefill_state(target.graphdef, target.params, hgd, hparams, p.ids, p.mask, p.positions, p.rope_delta,
                           p.pixel_values, p.meta, stops, jax.random.key(0), orc, cfg=cfg, max_length=max_length)
