@@ -284,8 +284,18 @@ def split_size(target: Target, head: Head, prompt, *, size: str, budgets=(15, 31
   same = {}
   loops = {(m, n): _loop_cfg(target, head, m, n, new_tokens, oracle_on=m != "ar") for m, n in methods}
 
+  states = {len(gcfg.record_widths): st_head}
+
+  def start(m, n):  # the per-round records (rec_pred / rec_obs) are sized by the budget's record widths
+    c = loops[(m, n)]
+    if m == "ar":
+      return st_ar
+    if len(c.record_widths) not in states:
+      states[len(c.record_widths)] = _prefill(target, head, prompt, c, max_length, ref[None])
+    return states[len(c.record_widths)]
+
   def whole(m, n):
-    dt, rounds, toks, tau = _whole_run(target, head, st_ar if m == "ar" else st_head, loops[(m, n)])
+    dt, rounds, toks, tau = _whole_run(target, head, start(m, n), loops[(m, n)])
     same[(m, n)] = bool(np.array_equal(toks, ref))
     if lossless and not same[(m, n)]:
       raise AssertionError(f"{m}-{n} ({size}) is not lossless vs AR")
