@@ -119,3 +119,23 @@ def test_ngram_can_pay_bounds_the_choice():
   assert bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 1.1, 1.2, 1.3)))
   sure = stats.at[0, 1].set(jnp.array([50.0, 50.0]))                    # row 0, n = 2: q = 1
   assert bool(budget.ngram_can_pay(sure, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))
+
+
+def test_auto_set_keeps_only_widths_that_could_beat_an_ar_step():
+  """A width stays only if a round accepting everything (1 + min(w, L) tokens) costs fewer AR steps
+  than it emits; the loop builds the widest kept tree. Forced widths are added, never dropped."""
+  import dataclasses
+  shipped_like = budget.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
+  assert shipped_like.auto_set(63, 15) == (15, 31)          # 63: 16 tokens < 19.76 AR steps
+  assert shipped_like.auto_set(31, 15) == (15, 31)
+  assert budget.RoundCost({0: 0.9, 15: 2.0, 31: 3.0, 63: 4.0}).auto_set(63, 15) == (0, 15, 31, 63)
+  # a table where no width can pay keeps the one whose best case is best, alone
+  assert budget.RoundCost({0: 2.0, 15: 40.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (0,)
+  assert budget.RoundCost({0: 50.0, 15: 20.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (15,)
+  forced = dataclasses.replace(shipped_like, force=63)
+  assert forced.auto_set(63, 15) == (15, 31, 63)
+  assert forced.costs((15, 31, 63)) == (budget.FORCE_COST, budget.FORCE_COST, 1.0)
+  with pytest.raises(ValueError, match=r"'t_over_ar' has no width \[31\]"):
+    budget.RoundCost({0: 1.0, 15: 2.0, 63: 3.0}).auto_set(63, 15)
+  with pytest.raises(ValueError, match="forced width 7"):
+    dataclasses.replace(shipped_like, force=7).auto_set(63, 15)

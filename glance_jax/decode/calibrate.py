@@ -6,6 +6,8 @@
 1. Cost (`t_over_ar`, `ngram_t_over_ar`): the real decode loop, timed alone (generate's `timings`,
    prefill excluded) with the verify width forced (a cost table that makes one width the only
    choice), per round = loop seconds / rounds, for every glance-auto width and every ngram width,
+   glance-auto's in the loop it runs under the base table (its paying widths plus the forced one,
+   the tree as wide as the widest of them; --full-tree: every width, a 63-node tree),
    over the testbed's train prompts, against AR's loop; runs interleaved (order rotated per prompt
    and repeat), ratio of sums. A round's cost here is what the loop pays: draft, tree, the switch,
    verify, walk, commit and the records, not a sum of separately timed parts.
@@ -129,15 +131,24 @@ def pairs_from_bench(path: str, label: str) -> tuple[np.ndarray, np.ndarray]:
 FORCE = 1e6  # the cost of every width but the forced one
 
 
-def forced_table(widths: tuple[int, ...], w: int, method: str):
+def forced_table(widths: tuple[int, ...], w: int, method: str, base=None):
+  """A table under which `method` runs only width w. glance: `base` (a RoundCost) with force = w,
+  so the loop compiles base's paying widths plus w and builds the tree it really builds (the widest
+  of them): w's cost is timed in the policy's own loop."""
+  import dataclasses
+
   from glance_jax.decode import budget as budget_lib
+  if method != "ngram" and base is not None:
+    return dataclasses.replace(base, force=w)
   table = {x: (1.0 if x == w else FORCE) for x in widths}
   return budget_lib.RoundCost(table, ngram=table) if method == "ngram" else budget_lib.RoundCost(table)
 
 
 def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max_new_tokens: int = 64,
-                  log=print) -> dict:
-  """t(w) / t_AR of the real loop per forced width (module doc, 1.), interleaved."""
+                  base=None, log=print) -> dict:
+  """t(w) / t_AR of the real loop per forced width (module doc, 1.), interleaved. base: the RoundCost
+  whose paying widths fix the tree glance-auto builds (forced_table); None = every width, a 63-node
+  tree."""
   from glance_jax.bench.runner import rotation
   from glance_jax.decode import budget as budget_lib
   from glance_jax.decode.generate import generate
@@ -148,7 +159,8 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
   def run(p, method, w):
     kw = dict(max_new_tokens=max_new_tokens, stop_tokens=())  # no stop: every run emits max_new tokens
     if method == "glance":
-      kw.update(head=head, budget=budget, auto=True, round_cost=forced_table(budget_lib.auto_widths(budget), w, method))
+      kw.update(head=head, budget=budget, auto=True,
+                round_cost=forced_table(budget_lib.auto_widths(budget), w, method, base))
     elif method == "ngram":
       kw.update(budget=depth, round_cost=forced_table(budget_lib.ngram_widths(depth), w, method))
     timings = {}
@@ -227,6 +239,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--bench", help="fit the calibration on this bench JSON's records instead of a train run")
   p.add_argument("--label", default="glance-63", help="the bench method whose records to fit (--bench)")
   p.add_argument("--no-cost", action="store_true", help="keep the base table's costs")
+  p.add_argument("--full-tree", action="store_true", help="time every width with the 63-node tree built "
+                 "(default: with the tree glance-auto builds under the base table's paying widths)")
   p.add_argument("--no-calibration", action="store_true", help="keep the base table's calibration")
   p.add_argument("--markdown", help="write the decile tables here")
   return p
@@ -255,7 +269,8 @@ def main(argv=None) -> dict:
   train = testbed_prompts("train", args.per_task, processor, workdir) if need_train else []
   md = []
   if not args.no_cost:
-    table.update(measure_costs(target, head, train, reps=args.reps))
+    base_rc = None if args.full_tree else budget_lib.read_round_cost(base)
+    table.update(measure_costs(target, head, train, reps=args.reps, base=base_rc))
     t = target.config.text
     table.setdefault("meta", {}).update(
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
