@@ -145,16 +145,17 @@ def forced_table(widths: tuple[int, ...], w: int, method: str, base=None):
 
 
 def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max_new_tokens: int = 64,
-                  base=None, log=print) -> dict:
+                  base=None, fixed: tuple[int, ...] = (), log=print) -> dict:
   """t(w) / t_AR of the real loop per forced width (module doc, 1.), interleaved. base: the RoundCost
   whose paying widths fix the tree glance-auto builds (forced_table); None = every width, a 63-node
-  tree."""
+  tree. fixed: also time plain glance at these budgets (one width, no choice; `fixed_t_over_ar`), what
+  auto's flexibility is measured against."""
   from glance_jax.bench.runner import rotation
   from glance_jax.decode import budget as budget_lib
   from glance_jax.decode.generate import generate
   depth = head.config.block_size - 1
   configs = [("ar", 0)] + [("glance", w) for w in budget_lib.auto_widths(budget)] + \
-            [("ngram", w) for w in budget_lib.ngram_widths(depth)]
+            [("ngram", w) for w in budget_lib.ngram_widths(depth)] + [("fixed", w) for w in fixed]
 
   def run(p, method, w):
     kw = dict(max_new_tokens=max_new_tokens, stop_tokens=())  # no stop: every run emits max_new tokens
@@ -163,8 +164,10 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
                 round_cost=forced_table(budget_lib.auto_widths(budget), w, method, base))
     elif method == "ngram":
       kw.update(budget=depth, round_cost=forced_table(budget_lib.ngram_widths(depth), w, method))
+    elif method == "fixed":
+      kw.update(head=head, budget=w)
     timings = {}
-    res = generate(target, p.inputs, method=method, timings=timings, **kw)
+    res = generate(target, p.inputs, method="glance" if method == "fixed" else method, timings=timings, **kw)
     if method != "ar" and set(res.widths.tolist()) != {w}:
       raise RuntimeError(f"forced width {w} of {method} ran widths {sorted(set(res.widths.tolist()))}")
     return timings["loop_s"], len(res.widths)
@@ -190,6 +193,7 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
       f"AR {1e3 * t_ar:.3f} ms/round")
   return {"t_over_ar": {str(w): per_round[("glance", w)] / t_ar for m, w in configs if m == "glance"},
           "ngram_t_over_ar": {str(w): per_round[("ngram", w)] / t_ar for m, w in configs if m == "ngram"},
+          **({"fixed_t_over_ar": {str(w): per_round[("fixed", w)] / t_ar for w in fixed}} if fixed else {}),
           "t_ar_ms": 1e3 * t_ar,
           "loop_ms_per_round": {f"{m}-{w}": 1e3 * v for (m, w), v in per_round.items()}}
 
@@ -239,6 +243,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--bench", help="fit the calibration on this bench JSON's records instead of a train run")
   p.add_argument("--label", default="glance-63", help="the bench method whose records to fit (--bench)")
   p.add_argument("--no-cost", action="store_true", help="keep the base table's costs")
+  p.add_argument("--fixed", type=lambda t: [int(x) for x in t.split(",")], default=[],
+                 help="also time plain glance at these comma-separated budgets (table key fixed_t_over_ar)")
   p.add_argument("--full-tree", action="store_true", help="time every width with the 63-node tree built "
                  "(default: with the tree glance-auto builds under the base table's paying widths)")
   p.add_argument("--no-calibration", action="store_true", help="keep the base table's calibration")
@@ -270,7 +276,8 @@ def main(argv=None) -> dict:
   md = []
   if not args.no_cost:
     base_rc = None if args.full_tree else budget_lib.read_round_cost(base)
-    table.update(measure_costs(target, head, train, reps=args.reps, base=base_rc))
+    table.pop("fixed_t_over_ar", None)
+    table.update(measure_costs(target, head, train, reps=args.reps, base=base_rc, fixed=tuple(args.fixed)))
     t = target.config.text
     table.setdefault("meta", {}).update(
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
@@ -296,7 +303,8 @@ def main(argv=None) -> dict:
   pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
   budget_lib.read_round_cost(args.out)  # what we wrote reads back
   text = "\n\n".join(md)
-  print(json.dumps({k: table[k] for k in ("t_over_ar", "ngram_t_over_ar") if k in table}, indent=1))
+  print(json.dumps({k: table[k] for k in ("t_over_ar", "ngram_t_over_ar", "fixed_t_over_ar", "loop_ms_per_round")
+                    if k in table}, indent=1))
   print(text)
   if args.markdown:
     pathlib.Path(args.markdown).write_text(text + "\n")
