@@ -136,15 +136,24 @@ def calibration_record(scores: jax.Array, accepted: jax.Array, commit_rows: jax.
 def expected_accepted(scores: jax.Array, widths: tuple[int, ...], calib: tuple = ()) -> jax.Array:
   """scores float32 [B, W] (best first, -inf = padding) -> E[A] [B, len(widths)] for the top-w trees.
 
-  calib: (predicted, observed) knot tuples of a monotone map (piecewise linear, flat outside), or ()
-  for the raw factorised estimate."""
+  calib: (predicted, observed) knot tuples of a monotone map (piecewise linear, flat outside) for
+  every width; or one such pair per width (RoundCost.knots; () = raw for that width); or () for
+  the raw factorised estimate."""
   p = jnp.exp(scores.astype(jnp.float32))                                 # [B, W], 0 for padding
   cum = jnp.pad(jnp.cumsum(p, axis=1), ((0, 0), (1, 0)))                  # [B, W + 1]: cum[:, w]
   raw = cum[:, jnp.asarray(widths)]                                       # [B, nw]
+  if calib and _is_knots(calib):
+    calib = (calib,) * len(widths)
   if calib:
-    xs, ys = (jnp.asarray(c, jnp.float32) for c in calib)
-    raw = jnp.interp(raw, xs, ys)
+    cols = [jnp.interp(raw[:, i], *(jnp.asarray(c, jnp.float32) for c in k)) if k else raw[:, i]
+            for i, k in enumerate(calib)]
+    raw = jnp.stack(cols, axis=1)
   return jnp.where(jnp.asarray(widths)[None] == 0, 0.0, raw)
+
+
+def _is_knots(calib: tuple) -> bool:
+  """(xs, ys) of floats (one map for every width), not a tuple of per-width pairs."""
+  return len(calib) == 2 and len(calib[0]) > 0 and not isinstance(calib[0][0], tuple)
 
 
 def best_width(scores: jax.Array, live: jax.Array, widths: tuple[int, ...], cost: tuple[float, ...],
@@ -174,6 +183,14 @@ class RoundCost:
   # measurement only (decode/calibrate.py): glance-auto compiles auto_set's widths plus this one and
   # always chooses it, so its cost is timed in the loop the policy really runs (same tree width)
   force: int | None = None
+  per_width: dict = dataclasses.field(default_factory=dict)  # w -> (predicted, observed) knots
+
+  def knots(self, widths: tuple[int, ...]) -> tuple:
+    """One calibration map per width (for LoopConfig.calib): the width's own fit where the table has
+    one, else the pooled one, else () (raw E[A])."""
+    if not self.per_width:
+      return self.calibration
+    return tuple(self.per_width.get(w, self.calibration) for w in widths)
 
   def auto_set(self, budget: int, depth: int) -> tuple[int, ...]:
     """The widths glance-auto compiles at this budget: those of auto_widths(budget) that could pay
@@ -223,11 +240,24 @@ def read_round_cost(path) -> RoundCost:
   ngram = _width_map(data, "ngram_t_over_ar", path) if "ngram_t_over_ar" in data else {}
   calib = data.get("calibration") or {}
   xs, ys = calib.get("predicted", []), calib.get("observed", [])
+  knots = _knots(xs, ys, path, "calibration")
+  per_width = {}
+  for w, kw in (calib.get("per_width") or {}).items():
+    try:
+      per_width[int(w)] = _knots(kw["predicted"], kw["observed"], path, f"calibration.per_width.{w}")
+    except (KeyError, TypeError, ValueError) as e:
+      if isinstance(e, ValueError) and str(e).startswith("--round-cost"):
+        raise
+      raise ValueError(f"--round-cost: {path}: 'calibration.per_width.{w}' must hold 'predicted' and "
+                       "'observed' lists") from None
+  return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram, per_width=per_width)
+
+
+def _knots(xs, ys, path: str, key: str) -> tuple:
   if len(xs) != len(ys) or any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
-    raise ValueError(f"--round-cost: {path}: 'calibration' must hold equal-length non-decreasing "
+    raise ValueError(f"--round-cost: {path}: '{key}' must hold equal-length non-decreasing "
                      "'predicted' and 'observed' lists")
-  knots = (tuple(map(float, xs)), tuple(map(float, ys))) if xs else ()
-  return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram)
+  return (tuple(map(float, xs)), tuple(map(float, ys))) if xs else ()
 
 
 def _width_map(data: dict, key: str, path: str) -> dict[int, float]:

@@ -87,12 +87,14 @@ def mean_abs_error(pred, obs, knots=()) -> float:
 # --- calibration data ------------------------------------------------------------------------------
 
 
-def pairs_from_results(results) -> tuple[np.ndarray, np.ndarray]:
+def pairs_from_results(results, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
   """GenerationResults (glance) -> (predicted, observed) over every row, round and recorded width
-  where the width was verified (observed >= 0)."""
+  where the width was verified (observed >= 0); `width`: that recorded width only."""
   p, o = [], []
   for res in results:
+    cols = [res.record_widths.index(width)] if width is not None else slice(None)
     for pr, ob in zip(res.predicted or [], res.observed or []):
+      pr, ob = pr[:, cols], ob[:, cols]
       keep = ob >= 0
       p.append(pr[keep])
       o.append(ob[keep])
@@ -198,12 +200,28 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
           "loop_ms_per_round": {f"{m}-{w}": 1e3 * v for (m, w), v in per_round.items()}}
 
 
-def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64):
-  """glance at budget `budget` (every recorded width verified) on each prompt -> (predicted, observed)."""
+def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64, results: list | None = None):
+  """glance at budget `budget` (every recorded width verified) on each prompt -> (predicted, observed);
+  the GenerationResults are appended to `results` when given (per-width fits)."""
   from glance_jax.decode.generate import generate
   res = [generate(target, p.inputs, head=head, method="glance", budget=budget, max_new_tokens=max_new_tokens)
          for p in prompts]
+  if results is not None:
+    results.extend(res)
   return pairs_from_results(res)
+
+
+def fit_per_width(results) -> dict:
+  """Recorded width -> isotonic knots of observed A(w) on predicted E[A](w), that width's rounds only:
+  the top-w tree's extra nodes are less likely than its first ones, so one pooled map over-predicts
+  wide trees against narrow ones at equal raw E[A]."""
+  out = {}
+  for w in results[0].record_widths if results else ():
+    p, o = pairs_from_results(results, w)
+    if p.size:
+      xs, ys = pav(p, o)
+      out[str(w)] = {"predicted": list(xs), "observed": list(ys), "rounds": int(p.size)}
+  return out
 
 
 # --- command line ----------------------------------------------------------------------------------
@@ -285,21 +303,32 @@ def main(argv=None) -> dict:
         source="python -m glance_jax.decode.calibrate (real loop, forced widths, testbed train prompts)")
     table.pop("whole_round_ms", None)
   if not args.no_calibration:
-    pred, obs = pairs_from_bench(args.bench, args.label) if args.bench else collect(target, head, train)
+    results = []
+    pred, obs = pairs_from_bench(args.bench, args.label) if args.bench else collect(target, head, train,
+                                                                                    results=results)
     knots = pav(pred, obs)
     table["calibration"] = {"predicted": list(knots[0]), "observed": list(knots[1]),
                             "source": f"bench {args.bench} {args.label}" if args.bench else
                             f"testbed train split, {args.per_task} prompts per task, glance-63",
                             "rounds": int(pred.size)}
+    if results:
+      table["calibration"]["per_width"] = fit_per_width(results)
     src = "bench records" if args.bench else "train split"
     md.append(decile_markdown(deciles(pred, obs, knots), f"Fit ({src}, in-sample, {pred.size} round-widths): "
                               f"mean |E[A] - A| raw {mean_abs_error(pred, obs):.2f}, calibrated "
                               f"{mean_abs_error(pred, obs, knots):.2f}"))
     if args.heldout:
-      hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir))
+      held = []
+      hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir), results=held)
       md.append(decile_markdown(deciles(hp, ho, knots), f"Held-out ({args.heldout} prompts per task, "
                                 f"{hp.size} round-widths): mean |E[A] - A| raw {mean_abs_error(hp, ho):.2f}, "
                                 f"calibrated {mean_abs_error(hp, ho, knots):.2f}"))
+      for w, kw in table["calibration"].get("per_width", {}).items():
+        wp, wo = pairs_from_results(held, int(w))
+        kn = (tuple(kw["predicted"]), tuple(kw["observed"]))
+        md.append(f"Held-out, width {w} ({wp.size} rounds): mean |E[A] - A| raw {mean_abs_error(wp, wo):.2f}, "
+                  f"pooled map {mean_abs_error(wp, wo, knots):.2f}, width-{w} map {mean_abs_error(wp, wo, kn):.2f}; "
+                  f"mean A {wo.mean():.2f}, pooled {apply(knots, wp).mean():.2f}, width-{w} {apply(kn, wp).mean():.2f}")
   pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
   budget_lib.read_round_cost(args.out)  # what we wrote reads back
   text = "\n\n".join(md)

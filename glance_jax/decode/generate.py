@@ -111,7 +111,7 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     rc = round_cost if round_cost is not None else budget_lib.default_round_cost()
     if auto:  # compile only the widths that could pay; the tree is the widest of them
       auto_set = rc.auto_set(int(budget), block_size - 1)
-      cost, calib = rc.costs(auto_set), rc.calibration
+      cost, calib = rc.costs(auto_set), rc.knots(auto_set)
       tree_nodes = max(auto_set) or min(w for w in budget_lib.auto_widths(int(budget)) if w)
     else:
       cost = rc.costs(budget_lib.ngram_widths(int(budget)), method="ngram")

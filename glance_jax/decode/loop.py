@@ -48,7 +48,8 @@ class LoopConfig:
                                    # given continuation (DecodeState.oracle), so the tree holds it
   auto: bool = False               # glance: verify width chosen per round (decode/budget.py)
   cost: tuple[float, ...] = ()     # auto: round cost t(w) / t_AR per width of `widths`
-  calib: tuple = ()                # auto: (predicted, observed) knots of the E[A] calibration
+  calib: tuple = ()                # auto: (predicted, observed) knots of the E[A] calibration, or
+                                   # one such pair per width (RoundCost.knots)
   auto_set: tuple[int, ...] = ()   # auto: the widths compiled (RoundCost.auto_set); () = every
                                    # width of budget.auto_widths(budget). The tree has `budget` nodes.
 
