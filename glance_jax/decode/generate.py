@@ -82,8 +82,8 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   auto (glance): each round verifies the top-w tree for the w among the widths that could pay
   (RoundCost.auto_set: those of budget.auto_widths(budget) at which a round could beat an AR step by
   the table; the tree built is the widest of them) that maximises expected tokens per unit of round
-  cost; round_cost: a budget.RoundCost (default: the
-  built-in table, budget.default_round_cost()), also read by ngram (its own widths' costs).
+  cost; round_cost: a budget.RoundCost (default: the built-in table, budget.default_round_cost()),
+  also read by ngram (its own widths' costs).
   timings (benchmarks): a dict that receives "loop_s", the decode loop's wall time alone (prefill
   excluded; both are waited for, so it costs the overlap of prefill and loop dispatch).
   """
