@@ -119,3 +119,64 @@ def test_ngram_can_pay_bounds_the_choice():
   assert bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 1.1, 1.2, 1.3)))
   sure = stats.at[0, 1].set(jnp.array([50.0, 50.0]))                    # row 0, n = 2: q = 1
   assert bool(budget.ngram_can_pay(sure, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))
+
+
+def test_auto_set_keeps_only_widths_that_could_beat_an_ar_step():
+  """A width stays only if a round accepting everything (1 + min(w, L) tokens) costs fewer AR steps
+  than it emits; the loop builds the widest kept tree. Forced widths are added, never dropped."""
+  import dataclasses
+  shipped_like = budget.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
+  assert shipped_like.auto_set(63, 15) == (15, 31)          # 63: 16 tokens < 19.76 AR steps
+  assert shipped_like.auto_set(31, 15) == (15, 31)
+  assert budget.RoundCost({0: 0.9, 15: 2.0, 31: 3.0, 63: 4.0}).auto_set(63, 15) == (0, 15, 31, 63)
+  # a table where no width can pay keeps the one whose best case is best, alone
+  assert budget.RoundCost({0: 2.0, 15: 40.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (0,)
+  assert budget.RoundCost({0: 50.0, 15: 20.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (15,)
+  forced = dataclasses.replace(shipped_like, force=63)
+  assert forced.auto_set(63, 15) == (15, 31, 63)
+  assert forced.costs((15, 31, 63)) == (budget.FORCE_COST, budget.FORCE_COST, 1.0)
+  with pytest.raises(ValueError, match=r"'t_over_ar' has no width \[31\]"):
+    budget.RoundCost({0: 1.0, 15: 2.0, 63: 3.0}).auto_set(63, 15)
+  with pytest.raises(ValueError, match="forced width 7"):
+    dataclasses.replace(shipped_like, force=7).auto_set(63, 15)
+
+
+def test_per_width_calibration_maps_each_width_by_its_own_fit(tmp_path):
+  """A table's calibration.per_width knots map each width's E[A] by that width's fit (the pooled map
+  for widths without one); identical maps give the pooled result; bad knots name their key."""
+  import jax.numpy as jnp
+  pooled = {"predicted": [0.0, 20.0], "observed": [0.0, 20.0]}
+  data = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 2.0, "15": 4.0, "31": 5.0, "63": 9.0},
+          "calibration": {**pooled, "per_width": {"31": {"predicted": [0.0, 20.0], "observed": [0.0, 10.0]}}}}
+  path = tmp_path / "t.json"
+  path.write_text(json.dumps(data))
+  rc = budget.read_round_cost(path)
+  knots = rc.knots((0, 15, 31))
+  assert knots[1] == knots[0] == ((0.0, 20.0), (0.0, 20.0)) and knots[2] == ((0.0, 20.0), (0.0, 10.0))
+  scores = jnp.log(jnp.full((1, 31), 0.5))                                # E[A](w) raw = w / 2
+  ea = budget.expected_accepted(scores, (0, 15, 31), knots)
+  np.testing.assert_allclose(np.asarray(ea), [[0.0, 7.5, 7.75]], rtol=1e-6)
+  same = budget.expected_accepted(scores, (0, 15, 31), (knots[0],) * 3)
+  np.testing.assert_allclose(np.asarray(same), np.asarray(budget.expected_accepted(scores, (0, 15, 31), knots[0])))
+  # the per-width map changes the choice: raw / pooled prefer 31 at these costs, its own fit does not
+  live = jnp.array([True])
+  assert int(budget.best_width(scores, live, (15, 31), (4.0, 5.0), knots[0])) == 1
+  assert int(budget.best_width(scores, live, (15, 31), (4.0, 5.0), knots[1:])) == 0
+  data["calibration"]["per_width"]["31"] = {"predicted": [0.0, 20.0], "observed": [5.0, 1.0]}
+  path.write_text(json.dumps(data))
+  with pytest.raises(ValueError, match=r"t.json: 'calibration.per_width.31' must hold"):
+    budget.read_round_cost(path)
+
+
+def test_fit_per_width_uses_only_that_widths_verified_rounds():
+  import types
+  pred = np.array([[3.0, 5.0], [6.0, 9.0], [8.0, 12.0]])
+  obs = np.array([[2, 4], [5, -1], [7, 9]])                              # -1: width 31 not verified
+  res = [types.SimpleNamespace(predicted=[pred], observed=[obs], record_widths=(15, 31))]
+  p15, o15 = calibrate.pairs_from_results(res, 15)
+  p31, o31 = calibrate.pairs_from_results(res, 31)
+  np.testing.assert_array_equal(p15, [3.0, 6.0, 8.0]) and np.testing.assert_array_equal(o15, [2, 5, 7])
+  np.testing.assert_array_equal(p31, [5.0, 12.0]) and np.testing.assert_array_equal(o31, [4, 9])
+  fits = calibrate.fit_per_width(res)
+  assert fits["31"]["rounds"] == 2 and fits["31"]["observed"] == [4.0, 9.0]
+  assert fits["15"]["predicted"] == [3.0, 6.0, 8.0]

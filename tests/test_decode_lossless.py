@@ -160,3 +160,32 @@ def test_calibration_record_is_the_accepted_length_of_the_smaller_tree(setup):
     pred_small = [float(p[0, -1]) for p in small.predicted]  # its widest recorded width is w
     np.testing.assert_allclose([float(p[0, j]) for p in big.predicted], pred_small, rtol=1e-5)
   assert all(int(o[0, 2]) == int(a[0]) for o, a in zip(big.observed, big.accepted))
+
+
+def test_auto_builds_only_the_widest_width_that_could_pay(setup):
+  """With a table where width 63 can never beat an AR step (16 tokens at most for 19.8 AR steps) and
+  width 0 neither, glance-auto compiles (15, 31) only: the loop's tree has 31 nodes (its records
+  stop at 31, no loop at budget 63 is traced), only those widths run, and the tokens are AR's. A
+  table that keeps one width runs the plain loop: the same rounds as glance at that budget."""
+  from glance_jax.decode import budget
+  target, head, batches, stops, refs = setup
+  rc = budget.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
+  before = {k[0] for k in loop.TRACE_COUNTS}
+  seen = set()
+  for b, ref in zip(batches[:2], refs[:2]):
+    res = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=rc,
+                   max_new_tokens=MAX_NEW, stop_tokens=stops)
+    assert [list(t) for t in res.tokens] == _rows(ref)
+    assert res.record_widths == (15, 31) and res.budget == 63
+    seen |= set(res.widths.tolist())
+  assert seen <= {15, 31}, seen
+  new = {k[0] for k in loop.TRACE_COUNTS} - before
+  assert all(c.budget == 31 and c.widths == (15, 31) for c in new if c.auto), new
+  one = budget.RoundCost({0: 50.0, 15: 2.0, 31: 50.0, 63: 60.0})
+  b = batches[3]
+  auto = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=one,
+                  max_new_tokens=MAX_NEW, stop_tokens=stops)
+  fixed = generate(target, b, head=head, method="glance", budget=15, max_new_tokens=MAX_NEW, stop_tokens=stops)
+  assert set(auto.widths.tolist()) == {15}
+  assert [a.tolist() for a in auto.accepted] == [a.tolist() for a in fixed.accepted]
+  assert [list(t) for t in auto.tokens] == _rows(refs[3])

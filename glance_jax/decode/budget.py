@@ -17,12 +17,17 @@ first w nodes are the top-w tree. Whatever w is chosen, the target's own tokens 
   auto    (glance, `--budgets auto`) the width w maximising (1 + E[A](w)) / t(w): E[A](w) is the
           expected accepted length of the top-w tree, sum of exp(score) over its nodes under the
           factorised draft, mapped through a calibration measured on bench records (predicted ->
-          observed accepted length); t(w) the measured round cost at width w (decode/round_cost.py).
+          observed accepted length); t(w) the measured round cost at width w (decode/calibrate.py),
+          the loop's whole round: draft, the tree the loop builds, verify, walk, commit.
+          The widths it compiles come from the cost table (auto_set): only those at which a round
+          could beat an AR step at all (1 + min(w, L) tokens > t(w) AR steps), and the tree built
+          per round is the widest of them, so a width that never pays is never drafted or built.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import pathlib
 
@@ -41,7 +46,18 @@ def ngram_widths(depth: int) -> tuple[int, ...]:
 
 
 def auto_widths(budget: int) -> tuple[int, ...]:
+  """Every width glance-auto may compile at this budget (the cost table picks among them: auto_set)."""
   return tuple(sorted({w for w in AUTO_WIDTHS if w < budget} | {budget}))
+
+
+def paying_widths(cost: dict[int, float], depth: int) -> tuple[int, ...]:
+  """The widths at which a round could beat an AR step at all: even a round accepting everything
+  emits at most 1 + min(w, depth) tokens (the bonus plus the tree's deepest path), and it costs
+  t(w) AR steps. cost: width -> t(w) / t_AR. When none can (a table forcing one width, or a target
+  where drafting never pays), the width whose best case is best, alone."""
+  best = {w: (1 + min(w, depth)) / t for w, t in cost.items()}
+  keep = tuple(sorted(w for w, b in best.items() if b >= 1.0))
+  return keep or (max(best, key=lambda w: (best[w], -w)),)
 
 
 def smallest_width_holding(need: jax.Array, widths: tuple[int, ...]) -> jax.Array:
@@ -120,15 +136,24 @@ def calibration_record(scores: jax.Array, accepted: jax.Array, commit_rows: jax.
 def expected_accepted(scores: jax.Array, widths: tuple[int, ...], calib: tuple = ()) -> jax.Array:
   """scores float32 [B, W] (best first, -inf = padding) -> E[A] [B, len(widths)] for the top-w trees.
 
-  calib: (predicted, observed) knot tuples of a monotone map (piecewise linear, flat outside), or ()
-  for the raw factorised estimate."""
+  calib: (predicted, observed) knot tuples of a monotone map (piecewise linear, flat outside) for
+  every width; or one such pair per width (RoundCost.knots; () = raw for that width); or () for
+  the raw factorised estimate."""
   p = jnp.exp(scores.astype(jnp.float32))                                 # [B, W], 0 for padding
   cum = jnp.pad(jnp.cumsum(p, axis=1), ((0, 0), (1, 0)))                  # [B, W + 1]: cum[:, w]
   raw = cum[:, jnp.asarray(widths)]                                       # [B, nw]
+  if calib and _is_knots(calib):
+    calib = (calib,) * len(widths)
   if calib:
-    xs, ys = (jnp.asarray(c, jnp.float32) for c in calib)
-    raw = jnp.interp(raw, xs, ys)
+    cols = [jnp.interp(raw[:, i], *(jnp.asarray(c, jnp.float32) for c in k)) if k else raw[:, i]
+            for i, k in enumerate(calib)]
+    raw = jnp.stack(cols, axis=1)
   return jnp.where(jnp.asarray(widths)[None] == 0, 0.0, raw)
+
+
+def _is_knots(calib: tuple) -> bool:
+  """(xs, ys) of floats (one map for every width), not a tuple of per-width pairs."""
+  return len(calib) == 2 and len(calib[0]) > 0 and not isinstance(calib[0][0], tuple)
 
 
 def best_width(scores: jax.Array, live: jax.Array, widths: tuple[int, ...], cost: tuple[float, ...],
@@ -142,6 +167,7 @@ def best_width(scores: jax.Array, live: jax.Array, widths: tuple[int, ...], cost
 # --- the round-cost table (benchmarks/round_cost.py --cost-table) ---------------------------------
 
 COST_SCHEMA = "glance-round-cost/1"
+FORCE_COST = 1e6              # RoundCost.force: the cost of every width but the forced one
 DEFAULT_TABLE = pathlib.Path(__file__).resolve().parent / "round_cost_default.json"
 
 
@@ -154,10 +180,39 @@ class RoundCost:
   meta: dict = dataclasses.field(default_factory=dict)
   path: str = "<built-in>"
   ngram: dict[int, float] = dataclasses.field(default_factory=dict)   # ngram rounds: t(w) / t_AR
+  # measurement only (decode/calibrate.py): glance-auto compiles auto_set's widths plus this one and
+  # always chooses it, so its cost is timed in the loop the policy really runs (same tree width)
+  force: int | None = None
+  per_width: dict = dataclasses.field(default_factory=dict)  # w -> (predicted, observed) knots
+
+  def knots(self, widths: tuple[int, ...]) -> tuple:
+    """One calibration map per width (for LoopConfig.calib): the width's own fit where the table has
+    one, else the pooled one, else () (raw E[A])."""
+    if not self.per_width:
+      return self.calibration
+    return tuple(self.per_width.get(w, self.calibration) for w in widths)
+
+  def auto_set(self, budget: int, depth: int) -> tuple[int, ...]:
+    """The widths glance-auto compiles at this budget: those of auto_widths(budget) that could pay
+    by this table (paying_widths; plus `force`). The loop builds a tree of the widest one."""
+    allowed = auto_widths(budget)
+    missing = [w for w in allowed if w not in self.widths]
+    if missing:
+      raise ValueError(f"{self.path}: round cost table key 't_over_ar' has no width {missing} "
+                       f"(has {sorted(self.widths)})")
+    keep = set(paying_widths({w: self.widths[w] for w in allowed}, depth))
+    if self.force is not None:
+      if self.force not in allowed:
+        raise ValueError(f"forced width {self.force} is not one of {allowed}")
+      keep.add(self.force)
+    return tuple(sorted(keep))
 
   def costs(self, widths: tuple[int, ...], method: str = "glance") -> tuple[float, ...]:
     """t(w) / t_AR per width. ngram: a width inside the measured range (a budget below the draft
-    depth compiles e.g. width 1) is interpolated linearly between its measured neighbours."""
+    depth compiles e.g. width 1) is interpolated linearly between its measured neighbours. With
+    `force` (glance): 1 for the forced width, FORCE_COST for the others."""
+    if self.force is not None and method != "ngram":
+      return tuple(1.0 if w == self.force else FORCE_COST for w in widths)
     table, key = (self.ngram, "ngram_t_over_ar") if method == "ngram" else (self.widths, "t_over_ar")
     if method == "ngram" and table:
       xs = sorted(table)
@@ -185,11 +240,24 @@ def read_round_cost(path) -> RoundCost:
   ngram = _width_map(data, "ngram_t_over_ar", path) if "ngram_t_over_ar" in data else {}
   calib = data.get("calibration") or {}
   xs, ys = calib.get("predicted", []), calib.get("observed", [])
+  knots = _knots(xs, ys, path, "calibration")
+  per_width = {}
+  for w, kw in (calib.get("per_width") or {}).items():
+    try:
+      per_width[int(w)] = _knots(kw["predicted"], kw["observed"], path, f"calibration.per_width.{w}")
+    except (KeyError, TypeError, ValueError) as e:
+      if isinstance(e, ValueError) and str(e).startswith("--round-cost"):
+        raise
+      raise ValueError(f"--round-cost: {path}: 'calibration.per_width.{w}' must hold 'predicted' and "
+                       "'observed' lists") from None
+  return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram, per_width=per_width)
+
+
+def _knots(xs, ys, path: str, key: str) -> tuple:
   if len(xs) != len(ys) or any(b < a for a, b in zip(xs, xs[1:])) or any(b < a for a, b in zip(ys, ys[1:])):
-    raise ValueError(f"--round-cost: {path}: 'calibration' must hold equal-length non-decreasing "
+    raise ValueError(f"--round-cost: {path}: '{key}' must hold equal-length non-decreasing "
                      "'predicted' and 'observed' lists")
-  knots = (tuple(map(float, xs)), tuple(map(float, ys))) if xs else ()
-  return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram)
+  return (tuple(map(float, xs)), tuple(map(float, ys))) if xs else ()
 
 
 def _width_map(data: dict, key: str, path: str) -> dict[int, float]:
@@ -202,5 +270,8 @@ def _width_map(data: dict, key: str, path: str) -> dict[int, float]:
   return widths
 
 
+@functools.lru_cache(maxsize=1)
 def default_round_cost() -> RoundCost:
+  """The built-in table, read once per process (generate() asks for it on every ngram and auto
+  call, and a file read per call is time the bench charges to the method)."""
   return read_round_cost(DEFAULT_TABLE)

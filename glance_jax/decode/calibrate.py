@@ -6,6 +6,8 @@
 1. Cost (`t_over_ar`, `ngram_t_over_ar`): the real decode loop, timed alone (generate's `timings`,
    prefill excluded) with the verify width forced (a cost table that makes one width the only
    choice), per round = loop seconds / rounds, for every glance-auto width and every ngram width,
+   glance-auto's in the loop it runs under the base table (its paying widths plus the forced one,
+   the tree as wide as the widest of them; --full-tree: every width, a 63-node tree),
    over the testbed's train prompts, against AR's loop; runs interleaved (order rotated per prompt
    and repeat), ratio of sums. A round's cost here is what the loop pays: draft, tree, the switch,
    verify, walk, commit and the records, not a sum of separately timed parts.
@@ -85,12 +87,14 @@ def mean_abs_error(pred, obs, knots=()) -> float:
 # --- calibration data ------------------------------------------------------------------------------
 
 
-def pairs_from_results(results) -> tuple[np.ndarray, np.ndarray]:
+def pairs_from_results(results, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
   """GenerationResults (glance) -> (predicted, observed) over every row, round and recorded width
-  where the width was verified (observed >= 0)."""
+  where the width was verified (observed >= 0); `width`: that recorded width only."""
   p, o = [], []
   for res in results:
+    cols = [res.record_widths.index(width)] if width is not None else slice(None)
     for pr, ob in zip(res.predicted or [], res.observed or []):
+      pr, ob = pr[:, cols], ob[:, cols]
       keep = ob >= 0
       p.append(pr[keep])
       o.append(ob[keep])
@@ -129,30 +133,43 @@ def pairs_from_bench(path: str, label: str) -> tuple[np.ndarray, np.ndarray]:
 FORCE = 1e6  # the cost of every width but the forced one
 
 
-def forced_table(widths: tuple[int, ...], w: int, method: str):
+def forced_table(widths: tuple[int, ...], w: int, method: str, base=None):
+  """A table under which `method` runs only width w. glance: `base` (a RoundCost) with force = w,
+  so the loop compiles base's paying widths plus w and builds the tree it really builds (the widest
+  of them): w's cost is timed in the policy's own loop."""
+  import dataclasses
+
   from glance_jax.decode import budget as budget_lib
+  if method != "ngram" and base is not None:
+    return dataclasses.replace(base, force=w)
   table = {x: (1.0 if x == w else FORCE) for x in widths}
   return budget_lib.RoundCost(table, ngram=table) if method == "ngram" else budget_lib.RoundCost(table)
 
 
 def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max_new_tokens: int = 64,
-                  log=print) -> dict:
-  """t(w) / t_AR of the real loop per forced width (module doc, 1.), interleaved."""
+                  base=None, fixed: tuple[int, ...] = (), log=print) -> dict:
+  """t(w) / t_AR of the real loop per forced width (module doc, 1.), interleaved. base: the RoundCost
+  whose paying widths fix the tree glance-auto builds (forced_table); None = every width, a 63-node
+  tree. fixed: also time plain glance at these budgets (one width, no choice; `fixed_t_over_ar`), what
+  auto's flexibility is measured against."""
   from glance_jax.bench.runner import rotation
   from glance_jax.decode import budget as budget_lib
   from glance_jax.decode.generate import generate
   depth = head.config.block_size - 1
   configs = [("ar", 0)] + [("glance", w) for w in budget_lib.auto_widths(budget)] + \
-            [("ngram", w) for w in budget_lib.ngram_widths(depth)]
+            [("ngram", w) for w in budget_lib.ngram_widths(depth)] + [("fixed", w) for w in fixed]
 
   def run(p, method, w):
     kw = dict(max_new_tokens=max_new_tokens, stop_tokens=())  # no stop: every run emits max_new tokens
     if method == "glance":
-      kw.update(head=head, budget=budget, auto=True, round_cost=forced_table(budget_lib.auto_widths(budget), w, method))
+      kw.update(head=head, budget=budget, auto=True,
+                round_cost=forced_table(budget_lib.auto_widths(budget), w, method, base))
     elif method == "ngram":
       kw.update(budget=depth, round_cost=forced_table(budget_lib.ngram_widths(depth), w, method))
+    elif method == "fixed":
+      kw.update(head=head, budget=w)
     timings = {}
-    res = generate(target, p.inputs, method=method, timings=timings, **kw)
+    res = generate(target, p.inputs, method="glance" if method == "fixed" else method, timings=timings, **kw)
     if method != "ar" and set(res.widths.tolist()) != {w}:
       raise RuntimeError(f"forced width {w} of {method} ran widths {sorted(set(res.widths.tolist()))}")
     return timings["loop_s"], len(res.widths)
@@ -178,16 +195,33 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
       f"AR {1e3 * t_ar:.3f} ms/round")
   return {"t_over_ar": {str(w): per_round[("glance", w)] / t_ar for m, w in configs if m == "glance"},
           "ngram_t_over_ar": {str(w): per_round[("ngram", w)] / t_ar for m, w in configs if m == "ngram"},
+          **({"fixed_t_over_ar": {str(w): per_round[("fixed", w)] / t_ar for w in fixed}} if fixed else {}),
           "t_ar_ms": 1e3 * t_ar,
           "loop_ms_per_round": {f"{m}-{w}": 1e3 * v for (m, w), v in per_round.items()}}
 
 
-def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64):
-  """glance at budget `budget` (every recorded width verified) on each prompt -> (predicted, observed)."""
+def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64, results: list | None = None):
+  """glance at budget `budget` (every recorded width verified) on each prompt -> (predicted, observed);
+  the GenerationResults are appended to `results` when given (per-width fits)."""
   from glance_jax.decode.generate import generate
   res = [generate(target, p.inputs, head=head, method="glance", budget=budget, max_new_tokens=max_new_tokens)
          for p in prompts]
+  if results is not None:
+    results.extend(res)
   return pairs_from_results(res)
+
+
+def fit_per_width(results) -> dict:
+  """Recorded width -> isotonic knots of observed A(w) on predicted E[A](w), that width's rounds only:
+  the top-w tree's extra nodes are less likely than its first ones, so one pooled map over-predicts
+  wide trees against narrow ones at equal raw E[A]."""
+  out = {}
+  for w in results[0].record_widths if results else ():
+    p, o = pairs_from_results(results, w)
+    if p.size:
+      xs, ys = pav(p, o)
+      out[str(w)] = {"predicted": list(xs), "observed": list(ys), "rounds": int(p.size)}
+  return out
 
 
 # --- command line ----------------------------------------------------------------------------------
@@ -227,6 +261,10 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--bench", help="fit the calibration on this bench JSON's records instead of a train run")
   p.add_argument("--label", default="glance-63", help="the bench method whose records to fit (--bench)")
   p.add_argument("--no-cost", action="store_true", help="keep the base table's costs")
+  p.add_argument("--fixed", type=lambda t: [int(x) for x in t.split(",")], default=[],
+                 help="also time plain glance at these comma-separated budgets (table key fixed_t_over_ar)")
+  p.add_argument("--full-tree", action="store_true", help="time every width with the 63-node tree built "
+                 "(default: with the tree glance-auto builds under the base table's paying widths)")
   p.add_argument("--no-calibration", action="store_true", help="keep the base table's calibration")
   p.add_argument("--markdown", help="write the decile tables here")
   return p
@@ -255,7 +293,9 @@ def main(argv=None) -> dict:
   train = testbed_prompts("train", args.per_task, processor, workdir) if need_train else []
   md = []
   if not args.no_cost:
-    table.update(measure_costs(target, head, train, reps=args.reps))
+    base_rc = None if args.full_tree else budget_lib.read_round_cost(base)
+    table.pop("fixed_t_over_ar", None)
+    table.update(measure_costs(target, head, train, reps=args.reps, base=base_rc, fixed=tuple(args.fixed)))
     t = target.config.text
     table.setdefault("meta", {}).update(
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
@@ -263,25 +303,37 @@ def main(argv=None) -> dict:
         source="python -m glance_jax.decode.calibrate (real loop, forced widths, testbed train prompts)")
     table.pop("whole_round_ms", None)
   if not args.no_calibration:
-    pred, obs = pairs_from_bench(args.bench, args.label) if args.bench else collect(target, head, train)
+    results = []
+    pred, obs = pairs_from_bench(args.bench, args.label) if args.bench else collect(target, head, train,
+                                                                                    results=results)
     knots = pav(pred, obs)
     table["calibration"] = {"predicted": list(knots[0]), "observed": list(knots[1]),
                             "source": f"bench {args.bench} {args.label}" if args.bench else
                             f"testbed train split, {args.per_task} prompts per task, glance-63",
                             "rounds": int(pred.size)}
+    if results:
+      table["calibration"]["per_width"] = fit_per_width(results)
     src = "bench records" if args.bench else "train split"
     md.append(decile_markdown(deciles(pred, obs, knots), f"Fit ({src}, in-sample, {pred.size} round-widths): "
                               f"mean |E[A] - A| raw {mean_abs_error(pred, obs):.2f}, calibrated "
                               f"{mean_abs_error(pred, obs, knots):.2f}"))
     if args.heldout:
-      hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir))
+      held = []
+      hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir), results=held)
       md.append(decile_markdown(deciles(hp, ho, knots), f"Held-out ({args.heldout} prompts per task, "
                                 f"{hp.size} round-widths): mean |E[A] - A| raw {mean_abs_error(hp, ho):.2f}, "
                                 f"calibrated {mean_abs_error(hp, ho, knots):.2f}"))
+      for w, kw in table["calibration"].get("per_width", {}).items():
+        wp, wo = pairs_from_results(held, int(w))
+        kn = (tuple(kw["predicted"]), tuple(kw["observed"]))
+        md.append(f"Held-out, width {w} ({wp.size} rounds): mean |E[A] - A| raw {mean_abs_error(wp, wo):.2f}, "
+                  f"pooled map {mean_abs_error(wp, wo, knots):.2f}, width-{w} map {mean_abs_error(wp, wo, kn):.2f}; "
+                  f"mean A {wo.mean():.2f}, pooled {apply(knots, wp).mean():.2f}, width-{w} {apply(kn, wp).mean():.2f}")
   pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
   budget_lib.read_round_cost(args.out)  # what we wrote reads back
   text = "\n\n".join(md)
-  print(json.dumps({k: table[k] for k in ("t_over_ar", "ngram_t_over_ar") if k in table}, indent=1))
+  print(json.dumps({k: table[k] for k in ("t_over_ar", "ngram_t_over_ar", "fixed_t_over_ar", "loop_ms_per_round")
+                    if k in table}, indent=1))
   print(text)
   if args.markdown:
     pathlib.Path(args.markdown).write_text(text + "\n")

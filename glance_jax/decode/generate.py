@@ -91,9 +91,11 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   oracle_tokens (benchmarks/tests only): int [B, >= max_new_tokens], the target's known continuation;
   the head's marginals are pushed onto it so that the tree contains it (measures the walk/commit and
   round cost at full acceptance on random weights).
-  auto (glance): each round verifies the top-w tree for the w among budget.auto_widths(budget) that
-  maximises expected tokens per unit of round cost; round_cost: a budget.RoundCost (default: the
-  built-in table, budget.default_round_cost()), also read by ngram (its own widths' costs).
+  auto (glance): each round verifies the top-w tree for the w among the widths that could pay
+  (RoundCost.auto_set: those of budget.auto_widths(budget) at which a round could beat an AR step by
+  the table; the tree built is the widest of them) that maximises expected tokens per unit of round
+  cost; round_cost: a budget.RoundCost (default: the built-in table, budget.default_round_cost()),
+  also read by ngram (its own widths' costs).
   timings (benchmarks): a dict that receives "loop_s", the decode loop's wall time alone (prefill
   excluded; both are waited for, so it costs the overlap of prefill and loop dispatch).
   """
@@ -113,19 +115,22 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     raise ValueError(f"budget must be >= 1, got {budget}")
   if method in ("chain", "ngram"):  # depth-capped chains: one compiled loop for every budget >= L
     budget = min(int(budget), block_size - 1)
-  cost, calib = (), ()
+  cost, calib, auto_set, tree_nodes = (), (), (), int(budget)
   if auto and method != "glance":
     raise ValueError(f"auto budgets need method glance, got {method!r}")
   if auto or method == "ngram":
     from glance_jax.decode import budget as budget_lib
     rc = round_cost if round_cost is not None else budget_lib.default_round_cost()
-    if auto:
-      cost, calib = rc.costs(budget_lib.auto_widths(int(budget))), rc.calibration
+    if auto:  # compile only the widths that could pay; the tree is the widest of them
+      auto_set = rc.auto_set(int(budget), block_size - 1)
+      cost, calib = rc.costs(auto_set), rc.knots(auto_set)
+      tree_nodes = max(auto_set) or min(w for w in budget_lib.auto_widths(int(budget)) if w)
     else:
       cost = rc.costs(budget_lib.ngram_widths(int(budget)), method="ngram")
-  cfg = LoopConfig(method=method, budget=int(budget), max_new_tokens=int(max_new_tokens), block_size=block_size,
+  cfg = LoopConfig(method=method, budget=tree_nodes, max_new_tokens=int(max_new_tokens), block_size=block_size,
                    sampling=sampling, tap_layers=tap_layers, mask_token_id=mask_id,
-                   oracle=oracle_tokens is not None, auto=bool(auto), cost=cost, calib=calib)
+                   oracle=oracle_tokens is not None, auto=bool(auto), cost=cost, calib=calib,
+                   auto_set=auto_set)
   ids = np.asarray(inputs.input_ids)
   need = cfg.slots_needed(ids.shape[1])
   max_length = max_length or need

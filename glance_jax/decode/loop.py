@@ -48,7 +48,10 @@ class LoopConfig:
                                    # given continuation (DecodeState.oracle), so the tree holds it
   auto: bool = False               # glance: verify width chosen per round (decode/budget.py)
   cost: tuple[float, ...] = ()     # auto: round cost t(w) / t_AR per width of `widths`
-  calib: tuple = ()                # auto: (predicted, observed) knots of the E[A] calibration
+  calib: tuple = ()                # auto: (predicted, observed) knots of the E[A] calibration, or
+                                   # one such pair per width (RoundCost.knots)
+  auto_set: tuple[int, ...] = ()   # auto: the widths compiled (RoundCost.auto_set); () = every
+                                   # width of budget.auto_widths(budget). The tree has `budget` nodes.
 
   def __post_init__(self):
     if self.method not in METHODS:
@@ -59,6 +62,8 @@ class LoopConfig:
       raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
     if self.auto and self.method != "glance":
       raise ValueError(f"auto budgets need method glance, got {self.method!r}")
+    if self.auto_set and (not self.auto or max(self.auto_set) > self.budget):
+      raise ValueError(f"auto_set {self.auto_set} needs auto and widths <= budget {self.budget}")
     if self.auto and len(self.cost) != len(self.widths):
       raise ValueError(f"auto budgets need one round cost per width {self.widths}, got {self.cost}")
     if self.method == "ngram" and self.cost and len(self.cost) != len(self.widths):
@@ -72,7 +77,7 @@ class LoopConfig:
     if self.method == "ngram":
       return budget_lib.ngram_widths(self.num_nodes)
     if self.auto:
-      return budget_lib.auto_widths(self.num_nodes)
+      return self.auto_set or budget_lib.auto_widths(self.num_nodes)
     return (self.num_nodes,)
 
   @property
@@ -244,7 +249,7 @@ def _verify(target, cfg: LoopConfig, st: DecodeState, tree, live, key, w: int, a
   choice = choose(logits, key, cfg.sampling)
   # commit rows: C, the same in every switch branch; 1 for AR and for an AR step outside a switch
   # without a head (ngram's AR runs: no C-row writes per token)
-  c = cfg.depth + 1 if max(cfg.widths) and (w or cfg.uses_head or not alone) else 1
+  c = cfg.depth + 1 if (max(cfg.widths) or cfg.uses_head) and (w or cfg.uses_head or not alone) else 1
   if w:
     res = walk(sub, choice, cfg.depth)
     advance = jnp.where(live, res.accepted + 1, 0)
@@ -352,11 +357,15 @@ def _ngram_body(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeSt
   step = functools.partial(_round, tgd, tparams, hgd, hparams, stops, cfg)
 
   def ar_run(s):
-    # no lookup while no proposal could pay (the counts only change on verify rounds)
-    s = jax.lax.while_loop(lambda x: _running(cfg, x) & ~budget_lib.ngram_can_pay(
-        x.ngram_stats, ~x.done, cfg.num_nodes, cfg.widths, cfg.cost), functools.partial(step, only=0), s)
-    return jax.lax.while_loop(lambda x: _running(cfg, x) & (_ngram_choice(cfg, x) == 0),
-                              functools.partial(step, only=0), s)
+    # While no proposal could pay, every round is an AR step and the counts (which change only on
+    # verify rounds) stay as they are, so that holds to the end: plain AR steps, no lookup and no
+    # per-step test beyond AR's own (the test is made once, here).
+    ar_to_end = functools.partial(jax.lax.while_loop, functools.partial(_running, cfg),
+                                  functools.partial(step, only=0))
+    look = functools.partial(jax.lax.while_loop, lambda x: _running(cfg, x) & (_ngram_choice(cfg, x) == 0),
+                             functools.partial(step, only=0))
+    return jax.lax.cond(budget_lib.ngram_can_pay(s.ngram_stats, ~s.done, cfg.num_nodes, cfg.widths, cfg.cost),
+                        look, ar_to_end, s)
 
   branches = [ar_run] + [functools.partial(step, only=w) for w in cfg.widths[1:]]
   return jax.lax.switch(_ngram_choice(cfg, st), branches, st)
@@ -366,7 +375,8 @@ def _ngram_body(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, st: DecodeSt
 # Measured on the testbed (docs/rounds.md): a per-round lax.switch over the verify widths costs ~1.5
 # AR steps per round. So each round drafts the *next* round's tree at its end (st.ahead), the width
 # that tree asks for is known before the round starts, and an inner while_loop runs rounds at one
-# static width for as long as the choice stays the same.
+# static width for as long as the choice stays the same. An auto_set of one width is a plain loop
+# at that width (decode_rounds).
 
 def _draft_ahead(tgd, tparams, hgd, hparams, cfg: LoopConfig, st: DecodeState) -> DecodeState:
   drafted, st = _draft(nnx.merge(hgd, hparams), nnx.merge(tgd, tparams), st, cfg)
@@ -381,7 +391,10 @@ def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: Decode
   ahead = functools.partial(_draft_ahead, tgd, tparams, hgd, hparams, cfg)
 
   def step(w, st):
-    return ahead(_round(tgd, tparams, hgd, hparams, stops, cfg, st, only=w))
+    spent = st.ahead
+    st = _round(tgd, tparams, hgd, hparams, stops, cfg, st, only=w)
+    # no draft after the last round (it would be wasted): the consumed draft stands in for it
+    return jax.lax.cond(_running(cfg, st), ahead, lambda x: x.replace(ahead=spent), st)
 
   def run(i, st):
     return jax.lax.while_loop(lambda x: _running(cfg, x) & (_auto_choice(cfg, x) == i),
@@ -397,7 +410,7 @@ def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Arr
                   cfg: LoopConfig) -> DecodeState:
   """Every round of the generation in one `lax.while_loop` (nothing returns to the host)."""
   TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape)] += 1
-  if cfg.auto:
+  if cfg.auto and len(cfg.widths) > 1:
     return _auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state).replace(ahead=None)
   body = _ngram_body if cfg.method == "ngram" and cfg.cost else _round
   return jax.lax.while_loop(functools.partial(_running, cfg),
