@@ -33,8 +33,7 @@ def param_bytes_per_device(state, mesh, dtype_bytes: int) -> float:
     spec = shd.logical_to_spec(var.get_metadata().get("axes"), shape, mesh)
     n = float(np.prod(shape))
     for ax in spec:
-      if ax is not None:
-        n /= mesh.shape[ax]
+      n /= shd.shards(ax, mesh)
     total += n * dtype_bytes
   return total
 

@@ -158,9 +158,9 @@ def _padded_vision(pixels: list[np.ndarray], grid: np.ndarray | None, cfg: Qwen3
 
 
 def batch_shardings(batch: TrainBatch, mesh: Mesh,
-                    rules=shd.DEFAULT_RULES) -> TrainBatch:
-  """Rows on the batch axis (by the shared logical rules); patch arrays replicated, since the
-  patches of all rows form one sequence for the vision tower."""
+                    rules=shd.TRAIN_RULES) -> TrainBatch:
+  """Rows on the batch axis (by the training rules: over data x fsdp); patch arrays replicated,
+  since the patches of all rows form one sequence for the vision tower."""
   b, s = batch.input_ids.shape
   row = NamedSharding(mesh, shd.logical_to_spec((shd.BATCH, shd.LENGTH), (b, s), mesh, rules))
   pos = NamedSharding(mesh, shd.logical_to_spec((None, shd.BATCH, shd.LENGTH), (3, b, s), mesh,
@@ -171,7 +171,7 @@ def batch_shardings(batch: TrainBatch, mesh: Mesh,
                     pixel_values=vis, pos_index=vis, pos_weight=vis, rows_cols=vis, segment=vis)
 
 
-def shard_batch(batch: TrainBatch, mesh: Mesh | None = None, rules=shd.DEFAULT_RULES) -> TrainBatch:
+def shard_batch(batch: TrainBatch, mesh: Mesh | None = None, rules=shd.TRAIN_RULES) -> TrainBatch:
   """Host batch -> device arrays (sharded over `mesh` when given). Single process only: with
   several processes each one must build only its own shards (jax.make_array_from_callback over
   `batch_shardings`)."""

@@ -73,15 +73,23 @@ def _global_batch(batch, mesh):
   return jax.tree.map(place, batch, shardings)
 
 
-def rows_split_by_process(mesh, global_batch: int) -> bool:
-  """True when the batch's `data` sharding gives each process a contiguous, equal share of rows."""
-  nproc = jax.process_count()
-  data = mesh.shape["data"]
-  if nproc == 1 or data % nproc or global_batch % data:
+def rows_split_by_process(mesh, global_batch: int, nproc: int | None = None) -> bool:
+  """True when the batch's row sharding (sharding.TRAIN_RULES: rows over data x fsdp) gives each
+  process a contiguous, equal share of rows, in process order."""
+  from glance_jax import sharding as shd
+  nproc = jax.process_count() if nproc is None else nproc
+  entry = shd.logical_to_spec((shd.BATCH,), (global_batch,), mesh, shd.TRAIN_RULES)[0]
+  names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+  n_shards = shd.shards(entry, mesh)
+  if nproc == 1 or n_shards % nproc:
     return False
-  procs = np.vectorize(lambda d: d.process_index)(mesh.devices)            # [data, fsdp, tensor]
-  per_data = [set(procs[i].reshape(-1)) for i in range(data)]
-  return all(len(p) == 1 for p in per_data) and [min(p) for p in per_data] == sorted(min(p) for p in per_data)
+  order = [mesh.axis_names.index(n) for n in names]
+  order += [i for i in range(len(mesh.axis_names)) if i not in order]
+  procs = np.vectorize(lambda d: d.process_index)(mesh.devices).transpose(order).reshape(n_shards, -1)
+  per_shard = [set(row.tolist()) for row in procs]                        # row shard -> processes
+  firsts = [min(p) for p in per_shard]
+  return (all(len(p) == 1 for p in per_shard) and firsts == sorted(firsts)
+          and all(firsts.count(p) == n_shards // nproc for p in range(nproc)))
 
 
 def _patch_budget(cfg: TrainConfig, target_cfg) -> int | None:

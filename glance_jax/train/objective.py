@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from glance_jax import sharding as shd
 from glance_jax.head.model import BlockHead, block_mask
 from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
 from glance_jax.qwen3_vl.layers import matmul_t
@@ -134,13 +135,18 @@ def block_targets(input_ids: jax.Array, loss_mask: jax.Array, anchors: jax.Array
 
 # --- target features ------------------------------------------------------------------------------
 
-def target_features(target, batch: TrainBatch, tap_layers: Sequence[int]) -> jax.Array:
+def _no_pin(x, *axes):
+  return x
+
+
+def target_features(target, batch: TrainBatch, tap_layers: Sequence[int], pin=_no_pin) -> jax.Array:
   """One causal forward of the frozen target (a merged `Qwen3VL`) -> feats [B,S,F], taps
   concatenated in `tap_layers` order, under stop_gradient.
 
   Exactly the prefill features decoding feeds the head (same call, same tap point: decoder
   layer outputs after the deepstack addition). Layers past the deepest tap, the final norm and
-  the K/V written to the throwaway S-slot cache are unused, so XLA drops them.
+  the K/V written to the throwaway S-slot cache are unused, so XLA drops them. `pin(x, *axes)`
+  (sharding.pinner) fixes the features' layout: rows on the batch axes.
   """
   t = target.cfg.text
   tap_layers = tuple(int(i) for i in tap_layers)
@@ -153,7 +159,8 @@ def target_features(target, batch: TrainBatch, tap_layers: Sequence[int]) -> jax
     image_embeds, deepstack = target.encode_images(batch.pixel_values, batch.vision_meta)
   _, _, taps = target(batch.input_ids, batch.positions, cache, causal_block_mask(batch.attention_mask),
                       image_embeds=image_embeds, deepstack=deepstack, tap_layers=tap_layers)
-  return jax.lax.stop_gradient(jnp.concatenate([taps[i] for i in tap_layers], axis=-1))
+  feats = jnp.concatenate([pin(taps[i], shd.BATCH, shd.LENGTH, None) for i in tap_layers], axis=-1)
+  return jax.lax.stop_gradient(pin(feats, shd.BATCH, shd.LENGTH, None))
 
 
 # --- the head pass and the loss -------------------------------------------------------------------
@@ -172,7 +179,7 @@ def _check(head: BlockHead, feats: jax.Array, batch: TrainBatch, block_size: int
 
 def packed_hidden(head: BlockHead, embed_w: jax.Array, feats: jax.Array, batch: TrainBatch,
                   anchors: jax.Array, anchor_valid: jax.Array, *, block_size: int,
-                  mask_token_id: int, group: int | None = None) -> jax.Array:
+                  mask_token_id: int, group: int | None = None, pin=_no_pin) -> jax.Array:
   """All blocks of the batch through the head -> hidden [B, Q, D] (compute dtype = the head's
   parameter dtype). Context K/V are computed once for all S slots: rows are independent, so block
   j reading slots < anchor_j equals a context of exactly those rows.
@@ -181,19 +188,23 @@ def packed_hidden(head: BlockHead, embed_w: jax.Array, feats: jax.Array, batch: 
   group=G: the same pass over G blocks at a time (lax.map under jax.checkpoint), so attention
   scores are [G*Bk, S + G*Bk] per head instead of [Q, S + Q]: the recipe's A = 512, Bk = 16,
   S = 3072 makes the one-pass scores ~12 GB per row and layer. Blocks never see each other, so
-  the result is the same.
+  the result is the same. `pin` (sharding.pinner) keeps every activation's rows on the batch axes,
+  the width whole: the weights are gathered to the rows, not the rows to the weights.
   """
   _check(head, feats, batch, block_size)
   dtype = head.fc.weight[...].dtype
-  ctx = head.project_context(feats.astype(dtype))                         # [B, S, D]
+  row = lambda x: pin(x, shd.BATCH, *([None] * (x.ndim - 1)))  # noqa: E731
+  ctx = row(head.project_context(row(feats.astype(dtype))))              # [B, S, D]
   ctx_k, ctx_v = head.context_kv(ctx, batch.positions)                    # per layer [B,S,K,hd]
+  kv = lambda x: pin(x, shd.BATCH, shd.LENGTH, shd.KV_HEADS, None)  # noqa: E731
+  ctx_k, ctx_v = tuple(map(kv, ctx_k)), tuple(map(kv, ctx_v))
 
   def blocks(anc, val):                                                   # [B, n] -> [B, n*Bk, D]
     ids, pos = block_inputs(batch.input_ids, batch.positions, anc, val, block_size=block_size,
                             mask_token_id=mask_token_id)
-    noise = jnp.take(embed_w, ids, axis=0).astype(dtype)                  # [B, n*Bk, D]
+    noise = row(jnp.take(embed_w, ids, axis=0).astype(dtype))             # [B, n*Bk, D]
     mask = packed_block_mask(anc, val, batch.seq_len, block_size)
-    return head(noise, pos, ctx_k, ctx_v, mask)
+    return row(head(noise, pos, ctx_k, ctx_v, mask))
 
   b, a = anchors.shape
   if group is None or group >= a:
@@ -208,12 +219,12 @@ def packed_hidden(head: BlockHead, embed_w: jax.Array, feats: jax.Array, batch: 
 
 
 def chunked_ce(hidden: jax.Array, lm_head_w: jax.Array, labels: jax.Array,
-               chunk: int) -> tuple[jax.Array, jax.Array]:
+               chunk: int, pin=_no_pin) -> tuple[jax.Array, jax.Array]:
   """hidden [B,A,Bk,D], labels [B,A,Bk] -> (CE fp32 [B,A,Bk], argmax == label bool [B,A,Bk]).
 
   Logits through the frozen lm_head (fp32 accumulation, as `Qwen3VL.logits`) for C blocks at a
   time under jax.checkpoint: the backward pass recomputes each chunk's [B,C,Bk,V] logits instead
-  of keeping all of them.
+  of keeping all of them. `pin` keeps each chunk's rows (and its logits' rows) on the batch axes.
   """
   b, a, bk, d = hidden.shape
   c = max(1, min(chunk, a))
@@ -228,7 +239,9 @@ def chunked_ce(hidden: jax.Array, lm_head_w: jax.Array, labels: jax.Array,
   @jax.checkpoint
   def one(xs):
     hc, yc = xs
-    logits = matmul_t(hc, lm_head_w, out_dtype=jnp.float32)               # [B, C, Bk, V]
+    hc = pin(hc, shd.BATCH, None, None, None)
+    logits = pin(matmul_t(hc, lm_head_w, out_dtype=jnp.float32),          # [B, C, Bk, V]
+                 shd.BATCH, None, None, shd.VOCAB)
     picked = jnp.take_along_axis(logits, yc[..., None], axis=-1)[..., 0]
     ce = jax.nn.logsumexp(logits, axis=-1) - picked
     return ce, jnp.argmax(logits, axis=-1) == yc
@@ -241,11 +254,12 @@ def chunked_ce(hidden: jax.Array, lm_head_w: jax.Array, labels: jax.Array,
 def head_loss(head: BlockHead, embed_w: jax.Array, lm_head_w: jax.Array, feats: jax.Array,
               batch: TrainBatch, anchors: jax.Array, anchor_valid: jax.Array, *, block_size: int,
               gamma: float, mask_token_id: int, chunk: int = 128,
-              head_group: int | None = None) -> tuple[jax.Array, dict]:
+              head_group: int | None = None, pin=_no_pin) -> tuple[jax.Array, dict]:
   """-> (loss = sum w CE / sum w, metrics). embed_w / lm_head_w are the target's (frozen).
 
   chunk: blocks per CE chunk (logits memory); head_group: blocks per head pass (attention
-  memory, see `packed_hidden`; None = all blocks in one pass).
+  memory, see `packed_hidden`; None = all blocks in one pass); pin: activation layout
+  (sharding.pinner; the identity by default).
 
   Metrics: acc_per_offset [Bk-1] (k = 1..Bk-1: argmax == label over supervised slots), acc,
   tau_implied = 1 + sum_k prod_{i<=k} acc_i (the accepted length those accuracies imply if
@@ -254,10 +268,10 @@ def head_loss(head: BlockHead, embed_w: jax.Array, lm_head_w: jax.Array, feats: 
   """
   b, a = anchors.shape
   hidden = packed_hidden(head, embed_w, feats, batch, anchors, anchor_valid, block_size=block_size,
-                         mask_token_id=mask_token_id, group=head_group)
+                         mask_token_id=mask_token_id, group=head_group, pin=pin)
   labels, sup = block_targets(batch.input_ids, batch.loss_mask, anchors, anchor_valid,
                               block_size=block_size)
-  ce, hit = chunked_ce(hidden.reshape(b, a, block_size, -1), lm_head_w, labels, chunk)
+  ce, hit = chunked_ce(hidden.reshape(b, a, block_size, -1), lm_head_w, labels, chunk, pin=pin)
   w = sup * jnp.asarray(decay_weights(block_size, gamma))                 # [B, A, Bk]
   w_sum = jnp.sum(w)
   loss = jnp.sum(ce * w) / jnp.maximum(w_sum, 1e-9)

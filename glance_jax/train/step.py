@@ -95,7 +95,7 @@ def make_train_step(head_cfg: HeadConfig, head_graphdef: nnx.GraphDef, target_cf
                     head_group: int | None = None,
                     compute_dtype=jnp.float32, mask_token_id: int | None = None,
                     schedule: optax.Schedule | None = None,
-                    state_sharding: TrainState | None = None,
+                    state_sharding: TrainState | None = None, rules=shd.TRAIN_RULES,
                     compiler_options: dict[str, Any] | None = None) -> Callable:
   """-> train_step(state, target_params, batch, feats=None) -> (state, metrics), jitted with the
   state donated.
@@ -108,7 +108,9 @@ def make_train_step(head_cfg: HeadConfig, head_graphdef: nnx.GraphDef, target_cf
   `compute_dtype=jnp.bfloat16` runs the head in bf16 on casts of the fp32 master weights
   (gradients, moments and updates stay fp32). `state_sharding` (from `train_state_shardings`)
   pins the new state to the old layout, so the donated buffers are reused and the step compiles
-  once. `compiler_options` go to jax.jit (XLA options, e.g.
+  once; with it, the activations are also pinned on its mesh by `rules` (sharding.TRAIN_RULES:
+  rows over data x fsdp, so each device holds its own rows' activations; the batch should be
+  placed by the same rules, see batch.batch_shardings). `compiler_options` go to jax.jit (XLA options, e.g.
   {"xla_backend_optimization_level": 0}, which halves CPU compile time in tests).
   `train_step.num_traces()` counts traces.
   """
@@ -122,6 +124,7 @@ def make_train_step(head_cfg: HeadConfig, head_graphdef: nnx.GraphDef, target_cf
   objective.decay_weights(block_size, gamma)  # validates gamma
   mask_token_id = head_cfg.mask_token_id if mask_token_id is None else int(mask_token_id)
   taps = head_cfg.target_layer_ids
+  pin = shd.pinner(None if state_sharding is None else state_sharding.step.mesh, rules)
   traces = [0]
 
   def train_step(state: TrainState, target_params: nnx.State, batch: TrainBatch,
@@ -129,7 +132,7 @@ def make_train_step(head_cfg: HeadConfig, head_graphdef: nnx.GraphDef, target_cf
     traces[0] += 1
     target = nnx.merge(target_graphdef, target_params)
     if feats is None:
-      feats = objective.target_features(target, batch, taps)
+      feats = objective.target_features(target, batch, taps, pin=pin)
     feats = jax.lax.stop_gradient(feats)
     embed_w = jax.lax.stop_gradient(target.embed_weight)
     lm_head_w = jax.lax.stop_gradient(target.lm_head_weight)
@@ -140,7 +143,7 @@ def make_train_step(head_cfg: HeadConfig, head_graphdef: nnx.GraphDef, target_cf
       head = nnx.merge(head_graphdef, _cast(params, compute_dtype))
       return objective.head_loss(head, embed_w, lm_head_w, feats, batch, anchors, valid,
                                  block_size=block_size, gamma=gamma, mask_token_id=mask_token_id,
-                                 chunk=chunk, head_group=head_group)
+                                 chunk=chunk, head_group=head_group, pin=pin)
 
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
