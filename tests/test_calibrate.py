@@ -180,3 +180,20 @@ def test_fit_per_width_uses_only_that_widths_verified_rounds():
   fits = calibrate.fit_per_width(res)
   assert fits["31"]["rounds"] == 2 and fits["31"]["observed"] == [4.0, 9.0]
   assert fits["15"]["predicted"] == [3.0, 6.0, 8.0]
+
+
+def test_calibration_train_prompts_come_from_the_shipped_suite(tmp_path):
+  """The calibration split renders train records from the suite the shipped testbed was built with
+  (v2 since issue 14), past the records the head was trained on."""
+  from glance_jax.data.records import read_task_file
+  from glance_jax.decode.calibrate import testbed_prompts
+  from glance_jax.qwen3_vl.inputs import Processor
+  from glance_jax.testbed import paths, suites
+  from glance_jax.testbed.build import TRAIN_PER_TASK
+  s = suites.get(suites.read_version(paths.SHIPPED))
+  prompts = testbed_prompts("train", 1, Processor.from_pretrained(str(paths.TARGET)), str(tmp_path))
+  assert len(prompts) == len(s.TASKS)
+  for task in s.TASKS:
+    (rec,) = read_task_file(tmp_path / f"{task}_train.jsonl", on_error="raise")
+    image, question, answer = s.render(task, "train", 2 * TRAIN_PER_TASK)
+    assert (rec.prompt, rec.answers[0]) == (question, answer), task

@@ -232,15 +232,17 @@ def testbed_prompts(split: str, per_task: int, processor, workdir: str):
   records the head never saw (the train stream, from index 2 x TRAIN_PER_TASK)."""
   from glance_jax.bench.runner import prepare_prompts
   from glance_jax.bench.tasks import load_tasks
-  from glance_jax.testbed import suite
+  from glance_jax.testbed import paths, suites
   if split == "heldout":
-    from glance_jax.testbed import paths
     files = [str(f) for f in paths.task_files()]
   else:
     from glance_jax.testbed.build import HELDOUT_PER_TASK, TRAIN_PER_TASK
-    # past the records the head was trained on (the build's first TRAIN_PER_TASK, plus skips)
-    files = [suite.write_task(t, split, per_task, workdir, start=2 * TRAIN_PER_TASK,
-                              excluded=suite.heldout_answers(HELDOUT_PER_TASK)) for t in suite.TASKS]
+    # past the records the head was trained on (the build's first TRAIN_PER_TASK, plus skips), from
+    # the suite the shipped testbed was built with (v2's train stream excludes held-out scenes itself)
+    version = suites.read_version(paths.SHIPPED)
+    s = suites.get(version)
+    extra = {"excluded": s.heldout_answers(HELDOUT_PER_TASK)} if version == "v1" else {}
+    files = [s.write_task(t, split, per_task, workdir, start=2 * TRAIN_PER_TASK, **extra) for t in s.TASKS]
   tasks, errors = load_tasks(files, per_task)
   if errors:
     raise ValueError("; ".join(e["message"] for e in errors))
