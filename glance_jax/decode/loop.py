@@ -29,7 +29,7 @@ from glance_jax.qwen3_vl.engine import last_rows
 METHODS = ("ar", "ngram", "chain", "glance")
 
 # How often each loop configuration has been traced (a Python side effect runs only while tracing):
-# tests assert one trace per (config, shapes).
+# tests assert one trace per (config, shapes, head graph: an ablated head is another program).
 TRACE_COUNTS: collections.Counter = collections.Counter()
 
 
@@ -409,7 +409,7 @@ def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: Decode
 def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Array, *,
                   cfg: LoopConfig) -> DecodeState:
   """Every round of the generation in one `lax.while_loop` (nothing returns to the host)."""
-  TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape)] += 1
+  TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape, hgd)] += 1
   if cfg.auto and len(cfg.widths) > 1:
     return _auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state).replace(ahead=None)
   body = _ngram_body if cfg.method == "ngram" and cfg.cost else _round
