@@ -60,22 +60,25 @@ def _run_dir(setup, name, **overrides):
 
 
 def test_sigkill_and_corrupt_checkpoint_resume_exactly(setup):
-  cfg_a, work_a = _run_dir(setup, "uninterrupted")
+  # 24 steps, killed once step 5 is logged: tiny steps are fast, and with 8 steps the run could
+  # finish (and write its head) between the poll and the kill on a quiet machine
+  steps = 24
+  cfg_a, work_a = _run_dir(setup, "uninterrupted", steps=steps)
   _train(cfg_a)
-  cfg_b, work_b = _run_dir(setup, "killed")
+  cfg_b, work_b = _run_dir(setup, "killed", steps=steps)
   proc = _train(cfg_b, popen=True)
   metrics = work_b / "metrics.jsonl"
   deadline = time.time() + 600
   while time.time() < deadline:   # kill after step 5: checkpoints at 2 and 4 exist
     if metrics.exists() and len(metrics.read_text().splitlines()) >= 5:
       break
-    time.sleep(0.2)
+    time.sleep(0.02)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   assert not (work_b / "head").exists()
-  steps = sorted(int(p.name) for p in (work_b / "ckpt").iterdir() if p.name.isdigit())
-  assert steps and steps[-1] < 8
-  newest = work_b / "ckpt" / str(steps[-1])
+  saved = sorted(int(p.name) for p in (work_b / "ckpt").iterdir() if p.name.isdigit())
+  assert saved and saved[-1] < steps
+  newest = work_b / "ckpt" / str(saved[-1])
   for f in newest.rglob("*"):          # a half-written newest checkpoint: its array data is gone
     if f.is_file() and f.name != "_CHECKPOINT_METADATA":
       f.write_bytes(b"")
@@ -86,7 +89,7 @@ def test_sigkill_and_corrupt_checkpoint_resume_exactly(setup):
   for k in a:
     np.testing.assert_array_equal(a[k], b[k], err_msg=k)
   steps_logged = [json.loads(l)["step"] for l in (work_b / "metrics.jsonl").read_text().splitlines()]
-  assert steps_logged == list(range(1, 9))      # no duplicate lines from the killed run
+  assert steps_logged == list(range(1, steps + 1))   # no duplicate lines from the killed run
 
 
 def _free_port():
