@@ -156,23 +156,14 @@ def loop_config(target, head, spec: Spec, max_new_tokens: int, cost: tuple[float
 @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
 def replay_auto_rounds(tgd, tparams, hgd, hparams, state, stops, width_idx, *, cfg: loop.LoopConfig):
   """glance-auto's loop (loop._auto_loop: draft ahead, inner runs at one static width, the switch
-  paid when the width changes) with each round's width read from width_idx int32 [R] (indices into
-  cfg.widths) instead of chosen from the scores. Hook wanted in loop.py: a public width override."""
+  paid when the width changes, no draft after the last round) with each round's width read from
+  width_idx int32 [R] (indices into cfg.widths) instead of chosen from the scores."""
   TRACES[(cfg, width_idx.shape)] += 1
-  ahead = functools.partial(loop._draft_ahead, tgd, tparams, hgd, hparams, cfg)
-  running = functools.partial(loop._running, cfg)
 
   def choice(st):
     return width_idx[jnp.minimum(st.rounds, width_idx.shape[0] - 1)]
 
-  def step(w, st):
-    return ahead(loop._round(tgd, tparams, hgd, hparams, stops, cfg, st, only=w))
-
-  def run(i, st):
-    return jax.lax.while_loop(lambda x: running(x) & (choice(x) == i), functools.partial(step, cfg.widths[i]), st)
-
-  branches = [functools.partial(run, i) for i in range(len(cfg.widths))]
-  st = jax.lax.while_loop(running, lambda s: jax.lax.switch(choice(s), branches, s), ahead(state))
+  st = loop._auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state, choose=choice)
   return st.replace(ahead=None)
 
 

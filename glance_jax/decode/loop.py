@@ -387,7 +387,11 @@ def _auto_choice(cfg: LoopConfig, st: DecodeState) -> jax.Array:
   return budget_lib.best_width(st.ahead[1], ~st.done, cfg.widths, cfg.cost, cfg.calib)
 
 
-def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: DecodeState) -> DecodeState:
+def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: DecodeState,
+               choose=None) -> DecodeState:
+  """glance-auto's rounds; `choose(state) -> index into cfg.widths` (default: the policy,
+  _auto_choice; bench/replay.py passes recorded widths)."""
+  choose = choose or functools.partial(_auto_choice, cfg)
   ahead = functools.partial(_draft_ahead, tgd, tparams, hgd, hparams, cfg)
 
   def step(w, st):
@@ -397,12 +401,12 @@ def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: Decode
     return jax.lax.cond(_running(cfg, st), ahead, lambda x: x.replace(ahead=spent), st)
 
   def run(i, st):
-    return jax.lax.while_loop(lambda x: _running(cfg, x) & (_auto_choice(cfg, x) == i),
+    return jax.lax.while_loop(lambda x: _running(cfg, x) & (choose(x) == i),
                               functools.partial(step, cfg.widths[i]), st)
 
   branches = [functools.partial(run, i) for i in range(len(cfg.widths))]
   return jax.lax.while_loop(functools.partial(_running, cfg),
-                            lambda st: jax.lax.switch(_auto_choice(cfg, st), branches, st), ahead(state))
+                            lambda st: jax.lax.switch(choose(st), branches, st), ahead(state))
 
 
 @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
