@@ -2,6 +2,7 @@
 back from a bench JSON, and the cost table's ngram widths."""
 
 import itertools
+import types
 import json
 
 import numpy as np
@@ -197,3 +198,77 @@ def test_calibration_train_prompts_come_from_the_shipped_suite(tmp_path):
     (rec,) = read_task_file(tmp_path / f"{task}_train.jsonl", on_error="raise")
     image, question, answer = s.render(task, "train", 2 * TRAIN_PER_TASK)
     assert (rec.prompt, rec.answers[0]) == (question, answer), task
+
+
+def test_replayed_choice_is_the_loops_choice():
+  """replay_policy picks, per recorded round, the width budget.best_width picks from the same scores
+  (batch 1, calibrated E[A]), and earns that width's recorded accepted length."""
+  import jax.numpy as jnp
+  rng = np.random.default_rng(0)
+  widths, costs = (0, 15, 31, 63), {0: 1.5, 15: 3.0, 31: 4.0, 63: 6.0}
+  knots = {15: ((0.0, 15.0), (0.0, 12.0)), 31: ((0.0, 31.0), (0.0, 20.0)), 63: ((0.0, 63.0), (0.0, 30.0))}
+  scores = np.sort(rng.uniform(-1.0, 0.0, (200, 63)), axis=1)[:, ::-1] * rng.uniform(0.01, 6.0, (200, 1))
+  raw = np.asarray(budget.expected_accepted(jnp.asarray(scores, jnp.float32), (15, 31, 63)))
+  obs = rng.integers(0, 16, (200, 3)).astype(float)
+  got = calibrate.replay_policy(raw, obs, (15, 31, 63), costs, knots)
+  calib = tuple(knots.get(w, ()) for w in widths)
+  want = [int(budget.best_width(jnp.asarray(s[None], jnp.float32), jnp.array([True]), widths,
+                                tuple(costs[w] for w in widths), calib)) for s in scores]
+  share = {str(w): float(np.mean(np.asarray(want) == j)) for j, w in enumerate(widths)}
+  assert got["share"] == pytest.approx(share) and len(set(want)) >= 2, share
+  tok = sum(1.0 + (obs[i, (15, 31, 63).index(widths[j])] if widths[j] else 0.0) for i, j in enumerate(want))
+  cost = sum(costs[widths[j]] for j in want)
+  assert got["tokens_per_ar_step"] == pytest.approx(tok / cost)
+
+
+def test_choose_auto_set_weighs_a_wider_tree_against_its_cost():
+  """The wider tree pays only where its extra acceptance covers what every round pays to build it."""
+  pred = np.array([[9.0, 12.0, 14.0]] * 10)
+  obs = np.array([[9.0, 12.0, 14.0]] * 10)                               # 31 adds 3 tokens a round
+  cheap = {"15": {"15": 8.0}, "31": {"31": 9.0}, "15,31": {"15": 8.5, "31": 9.5}}
+  best, rows = calibrate.choose_auto_set(cheap, pred, obs, (15, 31, 63), ())
+  assert best == (31,) and rows[0]["tokens_per_ar_step"] == pytest.approx(13 / 9)
+  dear = {"15": {"15": 8.0}, "31": {"31": 14.0}, "15,31": {"15": 9.0, "31": 14.5}}
+  best, rows = calibrate.choose_auto_set(dear, pred, obs, (15, 31, 63), ())
+  assert best == (15,) and [r["auto_set"] for r in rows][0] == [15]
+  assert calibrate.candidate_sets((15, 31)) == [(15,), (31,), (15, 31)]
+
+
+def test_table_auto_set_is_what_glance_auto_compiles(tmp_path):
+  data = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 5.0, "15": 9.0, "31": 12.0, "63": 19.0},
+          "auto_set": [15]}
+  path = tmp_path / "t.json"
+  path.write_text(json.dumps(data))
+  rc = budget.read_round_cost(path)
+  assert rc.auto_set(63, 15) == (15,) and rc.auto_set(31, 15) == (15,)
+  import dataclasses
+  assert dataclasses.replace(rc, force=31).auto_set(63, 15) == (15, 31)
+  data["auto_set"] = [31, 63]
+  path.write_text(json.dumps(data))
+  with pytest.raises(ValueError, match=r"'auto_set' \[31, 63\] has widths \[63\] that budget 31"):
+    budget.read_round_cost(path).auto_set(31, 15)
+  for bad in ([15, 7], [31, 15], "15"):
+    data["auto_set"] = bad
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"t.json: key 'auto_set' must be an increasing list"):
+      budget.read_round_cost(path)
+
+
+def test_measure_costs_times_each_compiled_set_in_its_own_loop():
+  """Each width of each candidate set runs forced in the set's own loop (its tree, its widths)."""
+  from glance_jax.bench.random_models import long_prompt, make_head, make_target, size_config
+  from glance_jax.bench.runner import signature
+  from glance_jax.decode import loop
+  cfg = size_config("tiny")
+  target = make_target(cfg, 3)
+  head = make_head(target, 3)
+  inputs = long_prompt(cfg, 24, seed=1)
+  p = types.SimpleNamespace(inputs=inputs, signature=signature(inputs))
+  base = budget.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
+  before = set(loop.TRACE_COUNTS)
+  out = calibrate.measure_costs(target, head, [p], reps=1, max_new_tokens=6, base=base,
+                                sets=[(15,), (15, 31)], only_sets=True, log=lambda *_: None)
+  assert set(out["set_t_over_ar"]) == {"15", "15,31"} and set(out["set_t_over_ar"]["15,31"]) == {"15", "31"}
+  assert all(t > 0 for c in out["set_t_over_ar"].values() for t in c.values())
+  new = {k[0] for k in set(loop.TRACE_COUNTS) - before if k[0].auto}
+  assert {(c.budget, c.widths) for c in new} >= {(15, (15,)), (31, (15, 31))}

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from glance_jax.bench import replay
+from glance_jax.decode import loop
 from glance_jax.bench.random_models import long_prompt, make_head, make_target, size_config
 
 M = 24  # new tokens per replayed run
@@ -68,7 +69,7 @@ def test_auto_replay_compiles_once(world):
     replay.check(rec.label, tokens, got_a, got_w, world["ar"], acc, wid)
     lengths.add(len(acc))
   assert len(lengths) == 2
-  assert [n for (cfg, _), n in replay.TRACES.items() if cfg.budget == 31 and cfg.max_new_tokens == M] == [1]
+  assert [n for k, n in loop.TRACE_COUNTS.items() if k[0].budget == 31 and k[0].max_new_tokens == M and k[-1]] == [1]
 
 
 def test_off_by_one_oracle_is_caught(world):

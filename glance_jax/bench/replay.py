@@ -21,22 +21,19 @@ lossless whatever the draft).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import functools
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx  # noqa: F401  (nnx graphdefs travel through the jitted loop below)
 
 from glance_jax.config import read_json
 from glance_jax.decode import budget as budget_lib
 from glance_jax.decode import loop
 
+# methods whose rounds can be replayed (the oracle needs a head)
 REPLAYED = ("chain", "glance")
-TRACES: collections.Counter = collections.Counter()  # replay_auto_rounds traces (tests: one per config)  # methods whose rounds can be replayed (the oracle needs a head)
 
 
 class ReplayMismatch(AssertionError):
@@ -153,20 +150,6 @@ def loop_config(target, head, spec: Spec, max_new_tokens: int, cost: tuple[float
                          auto=spec.auto, cost=tuple(cost) if spec.auto else ())
 
 
-@functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
-def replay_auto_rounds(tgd, tparams, hgd, hparams, state, stops, width_idx, *, cfg: loop.LoopConfig):
-  """glance-auto's loop (loop._auto_loop: draft ahead, inner runs at one static width, the switch
-  paid when the width changes, no draft after the last round) with each round's width read from
-  width_idx int32 [R] (indices into cfg.widths) instead of chosen from the scores."""
-  TRACES[(cfg, width_idx.shape)] += 1
-
-  def choice(st):
-    return width_idx[jnp.minimum(st.rounds, width_idx.shape[0] - 1)]
-
-  st = loop._auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state, choose=choice)
-  return st.replace(ahead=None)
-
-
 @dataclasses.dataclass
 class Prepared:
   """One prompt's device arrays (made once, outside the timed calls)."""
@@ -196,7 +179,7 @@ def run(target, head, p: Prepared, cfg: loop.LoopConfig, max_length: int, oracle
   stops = jnp.asarray([-1], jnp.int32)
   orc = jnp.zeros((1, 0), jnp.int32) if oracle is None else jnp.asarray(np.asarray(oracle)[None], jnp.int32)
   idx = None
-  if cfg.auto:  # padded to max_new_tokens (>= rounds): one compiled loop whatever the schedule's length
+  if cfg.auto and len(cfg.widths) > 1:  # padded to max_new_tokens (>= rounds): one compiled loop whatever the schedule's length
     idx = np.full(cfg.max_new_tokens, cfg.widths.index(int(widths[-1])), np.int32)
     idx[: len(widths)] = [cfg.widths.index(int(w)) for w in widths]
     idx = jnp.asarray(idx)
@@ -205,10 +188,8 @@ def run(target, head, p: Prepared, cfg: loop.LoopConfig, max_length: int, oracle
                           p.pixel_values, p.meta, stops, jax.random.key(0), orc, cfg=cfg, max_length=max_length)
   st = jax.block_until_ready(st)
   t1 = time.perf_counter()
-  if cfg.auto:
-    st = replay_auto_rounds(target.graphdef, target.params, hgd, hparams, st, stops, idx, cfg=cfg)
-  else:
-    st = loop.decode_rounds(target.graphdef, target.params, hgd, hparams, st, stops, cfg=cfg)
+  # glance-auto: the policy's own loop, each round's width read from the recorded schedule
+  st = loop.decode_rounds(target.graphdef, target.params, hgd, hparams, st, stops, idx, cfg=cfg)
   out, count = np.asarray(st.out[0]), int(st.count[0])
   t2 = time.perf_counter()
   n = int(st.rounds)

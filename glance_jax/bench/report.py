@@ -68,7 +68,10 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       "vs_base": {"other": "ar", "speedup": 1.0, "lo": None, "hi": None}}
   cmp.setdefault("vs_best_other", None)
   return {
-      "method": method.method, "budget": method.budget, "ablate": method.ablate, "n_prompts": len(rs),
+      "method": method.method, "budget": method.budget, "ablate": method.ablate, "auto": bool(method.auto),
+      # verify widths the rounds used (glance-auto: a subset of the widths its cost table compiles)
+      "widths_used": sorted({int(w) for r in rs if r.widths is not None for w in r.widths}),
+      "n_prompts": len(rs),
       "new_tokens": new_tokens, "rounds": int(a.size),
       "tau": float(np.mean(a + 1)) if a.size else 1.0,
       "tokens_per_round": new_tokens / a.size if a.size else None,
@@ -356,7 +359,9 @@ def markdown(report: Mapping[str, Any]) -> str:
   for name, t in report["tasks"].items():
     for label, s in t["methods"].items():
       lossless = "yes" if s["lossless"] else f"NO ({s['mismatches']})"
-      lines.append(f"| {name} | {label} | {s['budget'] if s['method'] != 'ar' else '-'} | "
+      n = "-" if s["method"] == "ar" else (
+          "/".join(map(str, s["widths_used"])) if s.get("auto") and s.get("widths_used") else s["budget"])
+      lines.append(f"| {name} | {label} | {n} | "
                    f"{s['n_prompts']} | {s['tau']:.2f} | {_f(s['tokens_per_round'])} | "
                    f"{s['ms_per_token']:.3f} | {_ci(s['speedup_vs_ar'])} | "
                    f"{_ci(s['speedup_vs_best_other'], True)} | {_f(s['share_a_ge_8'], 3)} | "

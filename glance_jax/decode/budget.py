@@ -19,9 +19,12 @@ first w nodes are the top-w tree. Whatever w is chosen, the target's own tokens 
           factorised draft, mapped through a calibration measured on bench records (predicted ->
           observed accepted length); t(w) the measured round cost at width w (decode/calibrate.py),
           the loop's whole round: draft, the tree the loop builds, verify, walk, commit.
-          The widths it compiles come from the cost table (auto_set): only those at which a round
-          could beat an AR step at all (1 + min(w, L) tokens > t(w) AR steps), and the tree built
-          per round is the widest of them, so a width that never pays is never drafted or built.
+          The widths it compiles come from the cost table (RoundCost.auto_set): its 'auto_set' key,
+          written by decode/calibrate.py after replaying this policy on calibration rounds for
+          every subset of the paying widths, each timed in its own loop (a wider tree is paid for
+          in every round, used or not); without that key, the widths at which a round could beat an
+          AR step at all (1 + min(w, L) tokens > t(w) AR steps). The tree built per round is the
+          widest compiled width, so a width that never pays is never drafted or built.
 """
 
 from __future__ import annotations
@@ -184,6 +187,9 @@ class RoundCost:
   # always chooses it, so its cost is timed in the loop the policy really runs (same tree width)
   force: int | None = None
   per_width: dict = dataclasses.field(default_factory=dict)  # w -> (predicted, observed) knots
+  # table key 'auto_set': the widths glance-auto compiles, chosen by decode/calibrate.py replaying the
+  # policy on calibration rounds (choose_auto_set); () = the paying rule (paying_widths)
+  compiled: tuple[int, ...] = ()
 
   def knots(self, widths: tuple[int, ...]) -> tuple:
     """One calibration map per width (for LoopConfig.calib): the width's own fit where the table has
@@ -193,14 +199,22 @@ class RoundCost:
     return tuple(self.per_width.get(w, self.calibration) for w in widths)
 
   def auto_set(self, budget: int, depth: int) -> tuple[int, ...]:
-    """The widths glance-auto compiles at this budget: those of auto_widths(budget) that could pay
-    by this table (paying_widths; plus `force`). The loop builds a tree of the widest one."""
+    """The widths glance-auto compiles at this budget: the table's 'auto_set' (chosen by replaying the
+    policy on calibration rounds), else those of auto_widths(budget) that could pay by this table
+    (paying_widths); plus `force`. The loop builds a tree of the widest one."""
     allowed = auto_widths(budget)
     missing = [w for w in allowed if w not in self.widths]
     if missing:
       raise ValueError(f"{self.path}: round cost table key 't_over_ar' has no width {missing} "
                        f"(has {sorted(self.widths)})")
-    keep = set(paying_widths({w: self.widths[w] for w in allowed}, depth))
+    if self.compiled:
+      extra = [w for w in self.compiled if w not in allowed]
+      if extra:
+        raise ValueError(f"{self.path}: round cost table key 'auto_set' {list(self.compiled)} has widths "
+                         f"{extra} that budget {budget} does not allow (allowed: {list(allowed)})")
+      keep = set(self.compiled)
+    else:
+      keep = set(paying_widths({w: self.widths[w] for w in allowed}, depth))
     if self.force is not None:
       if self.force not in allowed:
         raise ValueError(f"forced width {self.force} is not one of {allowed}")
@@ -250,7 +264,13 @@ def read_round_cost(path) -> RoundCost:
         raise
       raise ValueError(f"--round-cost: {path}: 'calibration.per_width.{w}' must hold 'predicted' and "
                        "'observed' lists") from None
-  return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram, per_width=per_width)
+  compiled = data.get("auto_set") or []
+  if not (isinstance(compiled, list) and all(isinstance(w, int) and w in widths for w in compiled)
+          and compiled == sorted(set(compiled))):
+    raise ValueError(f"--round-cost: {path}: key 'auto_set' must be an increasing list of widths of "
+                     f"'t_over_ar' {sorted(widths)}, got {compiled!r}")
+  return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram, per_width=per_width,
+                   compiled=tuple(compiled))
 
 
 def _knots(xs, ys, path: str, key: str) -> tuple:

@@ -19,6 +19,17 @@
    bench evaluates), or on a bench JSON's records (--bench, per_prompt predicted / observed).
    Printed: predicted vs observed per decile of the prediction, raw and calibrated, in-sample and,
    with --heldout N, on N held-out prompts per task.
+3. The compiled set (`auto_set`, `auto_sets`): which widths glance-auto compiles. Every non-empty
+   subset S of the widths that could pay (budget.paying_widths) is timed in its own loop (the tree
+   of max S nodes, each w in S forced in turn: t_S(w)), and the policy is replayed on the
+   calibration rounds (glance at the widest budget verifies every recorded width, so the accepted
+   length of the top-w tree is known for each w): per round it picks argmax_{w in S}
+   (1 + E[A](w)) / t_S(w) with the calibrated E[A], as the loop does at batch 1, and earns
+   1 + A(w) tokens for t_S(w) AR steps. The S with the most tokens per AR step is written as
+   `auto_set`, its t_S as the `t_over_ar` of its widths. A wider tree lets the policy pick a wide
+   width on the rounds that pay for it, but every round of that loop pays for building it; the
+   replay weighs the two on measured costs. (Switching widths between rounds costs a little more
+   than the forced runs measure; not modelled.)
 """
 
 from __future__ import annotations
@@ -133,43 +144,56 @@ def pairs_from_bench(path: str, label: str) -> tuple[np.ndarray, np.ndarray]:
 FORCE = 1e6  # the cost of every width but the forced one
 
 
-def forced_table(widths: tuple[int, ...], w: int, method: str, base=None):
+def forced_table(widths: tuple[int, ...], w: int, method: str, base=None, compiled: tuple[int, ...] = ()):
   """A table under which `method` runs only width w. glance: `base` (a RoundCost) with force = w,
-  so the loop compiles base's paying widths plus w and builds the tree it really builds (the widest
-  of them): w's cost is timed in the policy's own loop."""
+  so the loop compiles `compiled` (default: base's paying widths) plus w and builds the tree it
+  really builds (the widest of them): w's cost is timed in the policy's own loop."""
   import dataclasses
 
   from glance_jax.decode import budget as budget_lib
   if method != "ngram" and base is not None:
-    return dataclasses.replace(base, force=w)
+    return dataclasses.replace(base, force=w, compiled=tuple(compiled))
   table = {x: (1.0 if x == w else FORCE) for x in widths}
   return budget_lib.RoundCost(table, ngram=table) if method == "ngram" else budget_lib.RoundCost(table)
 
 
+def candidate_sets(widths: tuple[int, ...]) -> list[tuple[int, ...]]:
+  """Every non-empty subset of `widths`, smallest first (the compiled sets the replay compares)."""
+  import itertools
+  return [c for n in range(1, len(widths) + 1) for c in itertools.combinations(sorted(widths), n)]
+
+
 def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max_new_tokens: int = 64,
-                  base=None, fixed: tuple[int, ...] = (), log=print) -> dict:
+                  base=None, fixed: tuple[int, ...] = (), sets: list[tuple[int, ...]] = (), only_sets: bool = False,
+                  log=print) -> dict:
   """t(w) / t_AR of the real loop per forced width (module doc, 1.), interleaved. base: the RoundCost
   whose paying widths fix the tree glance-auto builds (forced_table); None = every width, a 63-node
   tree. fixed: also time plain glance at these budgets (one width, no choice; `fixed_t_over_ar`), what
-  auto's flexibility is measured against."""
+  auto's flexibility is measured against. sets: compiled sets S to time each w of in S's own loop
+  (module doc, 3.; `set_t_over_ar`: {"15,31": {w: t_S(w)}}); only_sets: time AR and the sets only."""
   from glance_jax.bench.runner import rotation
   from glance_jax.decode import budget as budget_lib
   from glance_jax.decode.generate import generate
   depth = head.config.block_size - 1
-  configs = [("ar", 0)] + [("glance", w) for w in budget_lib.auto_widths(budget)] + \
-            [("ngram", w) for w in budget_lib.ngram_widths(depth)] + [("fixed", w) for w in fixed]
+  configs = [("ar", 0)] + [("set", w, st) for st in sets for w in st]
+  if not only_sets:
+    configs += [("glance", w) for w in budget_lib.auto_widths(budget)] + \
+               [("ngram", w) for w in budget_lib.ngram_widths(depth)] + [("fixed", w) for w in fixed]
 
-  def run(p, method, w):
+  def run(p, method, w, compiled=()):
     kw = dict(max_new_tokens=max_new_tokens, stop_tokens=())  # no stop: every run emits max_new tokens
-    if method == "glance":
+    if method in ("glance", "set"):
+      if base is None and method == "set":
+        raise ValueError("timing compiled sets needs a base table")
       kw.update(head=head, budget=budget, auto=True,
-                round_cost=forced_table(budget_lib.auto_widths(budget), w, method, base))
+                round_cost=forced_table(budget_lib.auto_widths(budget), w, "glance", base, compiled))
     elif method == "ngram":
       kw.update(budget=depth, round_cost=forced_table(budget_lib.ngram_widths(depth), w, method))
     elif method == "fixed":
       kw.update(head=head, budget=w)
     timings = {}
-    res = generate(target, p.inputs, method="glance" if method == "fixed" else method, timings=timings, **kw)
+    res = generate(target, p.inputs, method="glance" if method in ("fixed", "set") else method, timings=timings,
+                   **kw)
     if method != "ar" and set(res.widths.tolist()) != {w}:
       raise RuntimeError(f"forced width {w} of {method} ran widths {sorted(set(res.widths.tolist()))}")
     return timings["loop_s"], len(res.widths)
@@ -193,11 +217,80 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
   t_ar = per_round[("ar", 0)]
   log(f"cost: {len(prompts)} prompts x {reps} reps x {len(configs)} configs in {time.perf_counter() - t0:.0f}s; "
       f"AR {1e3 * t_ar:.3f} ms/round")
-  return {"t_over_ar": {str(w): per_round[("glance", w)] / t_ar for m, w in configs if m == "glance"},
-          "ngram_t_over_ar": {str(w): per_round[("ngram", w)] / t_ar for m, w in configs if m == "ngram"},
+  return {"t_over_ar": {str(c[1]): per_round[c] / t_ar for c in configs if c[0] == "glance"},
+          "ngram_t_over_ar": {str(c[1]): per_round[c] / t_ar for c in configs if c[0] == "ngram"},
           **({"fixed_t_over_ar": {str(w): per_round[("fixed", w)] / t_ar for w in fixed}} if fixed else {}),
+          **({"set_t_over_ar": {set_key(st): {str(w): per_round[("set", w, st)] / t_ar for w in st}
+                                for st in sets}} if sets else {}),
           "t_ar_ms": 1e3 * t_ar,
-          "loop_ms_per_round": {f"{m}-{w}": 1e3 * v for (m, w), v in per_round.items()}}
+          "loop_ms_per_round": {"-".join(map(str, (c[0], c[1]) + ((set_key(c[2]),) if len(c) > 2 else ()))):
+                                1e3 * v for c, v in per_round.items()}}
+
+
+def set_key(widths) -> str:
+  """(15, 31) -> "15,31": a compiled set as a JSON key."""
+  return ",".join(str(w) for w in widths)
+
+
+# --- the compiled set: the policy replayed on calibration rounds ------------------------------------
+
+
+def round_records(results) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+  """GenerationResults of glance at the widest budget -> (raw E[A] [n, P], accepted length of the top-w
+  tree [n, P], the P recorded widths), one row per (prompt, batch row, round) where every recorded
+  width was verified."""
+  widths = tuple(results[0].record_widths) if results else ()
+  p, o = [], []
+  for res in results:
+    if tuple(res.record_widths) != widths:
+      raise ValueError(f"calibration results record different widths: {res.record_widths} vs {widths}")
+    for pr, ob in zip(res.predicted or [], res.observed or []):
+      keep = np.all(ob >= 0, axis=1)
+      p.append(pr[keep])
+      o.append(ob[keep])
+  if not p:
+    return np.zeros((0, len(widths))), np.zeros((0, len(widths))), widths
+  return np.concatenate(p).astype(np.float64), np.concatenate(o).astype(np.float64), widths
+
+
+def replay_policy(pred: np.ndarray, obs: np.ndarray, record_widths: tuple[int, ...], costs: dict[int, float],
+                  knots: dict[int, tuple] | tuple = ()) -> dict:
+  """glance-auto's choice (budget.best_width at batch 1) replayed on recorded rounds, for the compiled
+  set `costs` (width -> t_S(w) / t_AR; width 0 = an AR step after the draft, no draft rows).
+  knots: width -> (predicted, observed) calibration (or one pair for every width; () = raw).
+  -> tokens per AR step, and the share of rounds at each width."""
+  widths = sorted(costs)
+  if any(w and w not in record_widths for w in widths):
+    raise ValueError(f"widths {widths} are not all recorded ({record_widths})")
+  n = pred.shape[0]
+  ea, got = np.zeros((n, len(widths))), np.zeros((n, len(widths)))
+  for j, w in enumerate(widths):
+    if w:
+      col = record_widths.index(w)
+      k = knots.get(w, ()) if isinstance(knots, dict) else knots
+      ea[:, j] = apply(k, pred[:, col]) if k else pred[:, col]
+      got[:, j] = obs[:, col]
+  t = np.asarray([costs[w] for w in widths], np.float64)
+  pick = np.argmax((1.0 + ea) / t[None], axis=1)                          # first on ties, as jnp.argmax
+  rows = np.arange(n)
+  tokens, cost = float(np.sum(1.0 + got[rows, pick])), float(np.sum(t[pick]))
+  return {"tokens_per_ar_step": tokens / cost if cost else 0.0, "rounds": int(n),
+          "tokens_per_round": tokens / max(n, 1),
+          "share": {str(w): float(np.mean(pick == j)) if n else 0.0 for j, w in enumerate(widths)}}
+
+
+def choose_auto_set(set_costs: dict[str, dict[str, float]], pred, obs, record_widths, knots) -> tuple:
+  """-> (the compiled set with the most replayed tokens per AR step, one report row per set, best
+  first). set_costs: set_key -> {str(w): t_S(w)} (measure_costs' set_t_over_ar)."""
+  rows = []
+  for key, c in set_costs.items():
+    costs = {int(w): float(t) for w, t in c.items()}
+    rows.append({"auto_set": sorted(costs), "t_over_ar": {str(w): costs[w] for w in sorted(costs)},
+                 **replay_policy(pred, obs, record_widths, costs, knots)})
+  if not rows:
+    raise ValueError("no compiled sets to choose from")
+  rows.sort(key=lambda r: (-r["tokens_per_ar_step"], len(r["auto_set"]), r["auto_set"]))
+  return tuple(rows[0]["auto_set"]), rows
 
 
 def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64, results: list | None = None):
@@ -268,6 +361,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--full-tree", action="store_true", help="time every width with the 63-node tree built "
                  "(default: with the tree glance-auto builds under the base table's paying widths)")
   p.add_argument("--no-calibration", action="store_true", help="keep the base table's calibration")
+  p.add_argument("--no-auto-set", action="store_true", help="do not time and replay the compiled sets "
+                 "(glance-auto then compiles the widths that could pay; module doc, 3.)")
   p.add_argument("--markdown", help="write the decile tables here")
   return p
 
@@ -294,10 +389,17 @@ def main(argv=None) -> dict:
   need_train = not args.no_cost or (not args.no_calibration and not args.bench)
   train = testbed_prompts("train", args.per_task, processor, workdir) if need_train else []
   md = []
+  sets = []
   if not args.no_cost:
     base_rc = None if args.full_tree else budget_lib.read_round_cost(base)
-    table.pop("fixed_t_over_ar", None)
-    table.update(measure_costs(target, head, train, reps=args.reps, base=base_rc, fixed=tuple(args.fixed)))
+    if base_rc is not None and not args.no_calibration and not args.bench and not args.no_auto_set:
+      allowed = budget_lib.auto_widths(63)
+      sets = candidate_sets(budget_lib.paying_widths({w: base_rc.widths[w] for w in allowed},
+                                                     head.config.block_size - 1))
+    for k in ("fixed_t_over_ar", "set_t_over_ar", "auto_set", "auto_sets"):
+      table.pop(k, None)
+    table.update(measure_costs(target, head, train, reps=args.reps, base=base_rc, fixed=tuple(args.fixed),
+                               sets=sets))
     t = target.config.text
     table.setdefault("meta", {}).update(
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
@@ -331,6 +433,21 @@ def main(argv=None) -> dict:
         md.append(f"Held-out, width {w} ({wp.size} rounds): mean |E[A] - A| raw {mean_abs_error(wp, wo):.2f}, "
                   f"pooled map {mean_abs_error(wp, wo, knots):.2f}, width-{w} map {mean_abs_error(wp, wo, kn):.2f}; "
                   f"mean A {wo.mean():.2f}, pooled {apply(knots, wp).mean():.2f}, width-{w} {apply(kn, wp).mean():.2f}")
+  if sets and results:
+    pred, obs, rw = round_records(results)
+    pooled = table["calibration"]
+    knots = {w: (tuple(pooled["predicted"]), tuple(pooled["observed"])) for w in rw}
+    knots.update({int(w): (tuple(k["predicted"]), tuple(k["observed"])) for w, k in pooled.get("per_width", {}).items()})
+    best, rows = choose_auto_set(table.pop("set_t_over_ar"), pred, obs, rw, knots)
+    table["auto_set"] = list(best)
+    table["t_over_ar"].update(rows[0]["t_over_ar"])       # its widths' cost in its own loop
+    table["auto_sets"] = rows
+    md.append("Compiled sets, the policy replayed on the calibration rounds (tokens per AR step, best "
+              "first):\n\n| auto_set | t_S(w) / t_AR | tokens / round | tokens / AR step | share of rounds |\n"
+              "|---|---|---|---|---|\n" + "\n".join(
+                  f"| {r['auto_set']} | {', '.join(f'{w}: {t:.2f}' for w, t in r['t_over_ar'].items())} | "
+                  f"{r['tokens_per_round']:.2f} | {r['tokens_per_ar_step']:.3f} | "
+                  f"{', '.join(f'{w}: {x:.2f}' for w, x in r['share'].items())} |" for r in rows))
   pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
   budget_lib.read_round_cost(args.out)  # what we wrote reads back
   text = "\n\n".join(md)

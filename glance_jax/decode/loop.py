@@ -390,7 +390,7 @@ def _auto_choice(cfg: LoopConfig, st: DecodeState) -> jax.Array:
 def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: DecodeState,
                choose=None) -> DecodeState:
   """glance-auto's rounds; `choose(state) -> index into cfg.widths` (default: the policy,
-  _auto_choice; bench/replay.py passes recorded widths)."""
+  _auto_choice; decode_rounds' schedule passes recorded widths)."""
   choose = choose or functools.partial(_auto_choice, cfg)
   ahead = functools.partial(_draft_ahead, tgd, tparams, hgd, hparams, cfg)
 
@@ -410,12 +410,23 @@ def _auto_loop(tgd, tparams, hgd, hparams, stops, cfg: LoopConfig, state: Decode
 
 
 @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
-def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Array, *,
-                  cfg: LoopConfig) -> DecodeState:
-  """Every round of the generation in one `lax.while_loop` (nothing returns to the host)."""
-  TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape, hgd)] += 1
+def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Array,
+                  schedule: jax.Array | None = None, *, cfg: LoopConfig) -> DecodeState:
+  """Every round of the generation in one `lax.while_loop` (nothing returns to the host).
+
+  schedule (glance-auto only): int32 [R], round r verifies cfg.widths[schedule[min(r, R - 1)]]
+  instead of the width the policy would choose; the same compiled loop otherwise (draft ahead,
+  runs at one static width). For replaying recorded widths (bench/replay.py) and for tests; the
+  tokens are the target's whatever the widths."""
+  TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape, hgd,
+                None if schedule is None else schedule.shape)] += 1
+  if schedule is not None and not (cfg.auto and len(cfg.widths) > 1):
+    raise ValueError(f"a width schedule needs glance-auto with more than one width, got method "
+                     f"{cfg.method!r} auto={cfg.auto} widths {cfg.widths}")
   if cfg.auto and len(cfg.widths) > 1:
-    return _auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state).replace(ahead=None)
+    choose = None if schedule is None else (
+        lambda st: schedule[jnp.minimum(st.rounds, schedule.shape[0] - 1)].astype(jnp.int32))
+    return _auto_loop(tgd, tparams, hgd, hparams, stops, cfg, state, choose).replace(ahead=None)
   body = _ngram_body if cfg.method == "ngram" and cfg.cost else _round
   return jax.lax.while_loop(functools.partial(_running, cfg),
                             functools.partial(body, tgd, tparams, hgd, hparams, stops, cfg), state)
