@@ -46,6 +46,8 @@ def parse_args(argv=None):
   ap.add_argument("--max-length", type=int, default=2048, help="cache slots")
   ap.add_argument("--head-group", type=int, default=32, help="train: head blocks per checkpointed pass "
                   "(benchmarks/train_memory.py assumes 32); 0 = all 512 blocks in one pass, as train.py runs today")
+  ap.add_argument("--ce-chunk", type=int, default=128, help="train: blocks per cross-entropy chunk "
+                  "(TrainConfig.ce_chunk; each chunk's fp32 logits are rows x chunk x 16 x vocab)")
   ap.add_argument("--no-image", action="store_true", help="text-only prompt (default: one 448x448 image)")
   ap.add_argument("--tiny", action="store_true", help="tiny_config() and small shapes (the test's size)")
   ap.add_argument("--out", default="runs/aot", help="directory for report.json and report.md")
@@ -65,7 +67,8 @@ def sizes_from(args):
                  train_head_group=(args.head_group or None) and 2)
   return Sizes(QWEN3_VL_8B, prompt_len=args.prompt_len, max_length=args.max_length,
                image_hw=None if args.no_image else (448, 448),
-               max_new_tokens=args.max_length - args.prompt_len - 66, train_head_group=args.head_group or None)
+               max_new_tokens=args.max_length - args.prompt_len - 66, train_head_group=args.head_group or None,
+               train_ce_chunk=args.ce_chunk)
 
 
 def build(args, sizes, mesh, groups, batches, methods, hbm, emit):

@@ -55,6 +55,7 @@ class Sizes:
   # blocks per checkpointed head pass (objective.head_group, TrainConfig.head_group: 32 in the 8B recipe);
   # None: all anchors' blocks in one pass: [B, H, 8192, 11264] fp32 scores, TBs per device at 8B
   train_head_group: int | None = 32
+  train_ce_chunk: int = 128                        # blocks per CE chunk (TrainConfig.ce_chunk)
 
 
 @dataclasses.dataclass
@@ -221,10 +222,12 @@ def train_program(sizes: Sizes, mesh: Mesh, m) -> Program:
   batch = abstract(host, batch_shardings(host, mesh))
   fn = step_lib.make_train_step(hcfg, hgd, sizes.config, tgd, tx=tx, block_size=sizes.block_size,
                                 num_anchors=sizes.train_anchors, compute_dtype=jnp.bfloat16, schedule=schedule,
-                                state_sharding=state_sh, head_group=sizes.train_head_group)
+                                state_sharding=state_sh, head_group=sizes.train_head_group,
+                                chunk=sizes.train_ce_chunk)
   shape = "x".join(str(x) for x in mesh.devices.shape)
   group = "" if sizes.train_head_group is None else f".g{sizes.train_head_group}"
-  return Program(f"train.{shape}{group}", fn, (state, tparams, batch), {}, "train")
+  ce = "" if sizes.train_ce_chunk == 128 else f".ce{sizes.train_ce_chunk}"
+  return Program(f"train.{shape}{group}{ce}", fn, (state, tparams, batch), {}, "train")
 
 
 def method_list(names) -> list[tuple[str, str, int]]:

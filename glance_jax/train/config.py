@@ -36,6 +36,8 @@ class TrainConfig:
   gamma: float | None = None               # loss decay; None = 7 for B = 16 (SpecForge)
   head_group: int | None = None            # blocks per checkpointed head pass; None = all anchors in one
                                            # pass (the 8B recipe needs groups: its scores would not fit)
+  ce_chunk: int = 128                      # blocks per CE chunk: each chunk's fp32 logits are
+                                           # [rows, ce_chunk, B, V] (8 rows at 8B: 10 GB at 128)
   # --- optimisation (recipe defaults)
   batch_size: int = 8                      # global sequences per step
   epochs: int = 1
@@ -60,7 +62,7 @@ class TrainConfig:
       raise ValueError(f"on_bad_record must be 'skip' or 'raise', got {self.on_bad_record!r}")
     if self.head_group is not None and self.head_group < 1:
       raise ValueError(f"head_group must be >= 1 or None, got {self.head_group}")
-    for name in ("batch_size", "num_anchors", "save_every", "keep", "seq_len", "epochs"):
+    for name in ("batch_size", "num_anchors", "save_every", "keep", "seq_len", "epochs", "ce_chunk"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 

@@ -195,7 +195,7 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
   state_sh = step_lib.train_state_shardings(head_cfg, tx, mesh)
   train_step = step_lib.make_train_step(
       head_cfg, graphdef, target.config, target.graphdef, tx=tx, block_size=cfg.block_size,
-      num_anchors=cfg.num_anchors, gamma=cfg.gamma, head_group=cfg.head_group,
+      num_anchors=cfg.num_anchors, gamma=cfg.gamma, head_group=cfg.head_group, chunk=cfg.ce_chunk,
       compute_dtype=DTYPES[cfg.compute_dtype],
       schedule=schedule, state_sharding=state_sh)
 
