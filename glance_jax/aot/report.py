@@ -78,6 +78,9 @@ def compile_one(program: Program, hbm_bytes: int | None, dump=None) -> tuple[dic
                compile_s=time.perf_counter() - t0)
     if "used_bytes" in row or "temp_needed_bytes" in row:
       row["fits"] = False
+    if dump is not None:  # the whole message: libtpu lists the largest allocations after its first line
+      dump.mkdir(parents=True, exist_ok=True)
+      (dump / f"{program.name}.error.txt").write_text(msg)
     return row, None
   row["compile_s"] = time.perf_counter() - t0
   mem = compiled.memory_analysis()
