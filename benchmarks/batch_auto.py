@@ -7,7 +7,9 @@ repeats interleaved (method order rotated per repeat); compile excluded (one war
 generate() end to end (prefill + loop + copy back). Reported: tokens/s at batch `rows` over tokens/s
 at batch 1 (median over repeats), and whether every batch row equals its batch-1 output. glance-auto
 uses the built-in cost table, which was measured at batch 1 (its width choice sums the rows'
-expected tokens but prices a round as at batch 1).
+expected tokens but prices a round as at batch 1); --round-cost-batch FILE gives its batch calls a
+table measured at that batch (`python -m glance_jax.decode.calibrate --batch 8 ...`: costs and the
+compiled set for batch 8). The widths each glance-auto call used are reported.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def main(argv=None) -> dict:
   p.add_argument("--repeats", type=int, default=3)
   p.add_argument("--max-new-tokens", type=int, default=64)
   p.add_argument("--json", dest="json_out")
+  p.add_argument("--round-cost-batch", help="cost table for glance-auto's batch calls (default: the built-in one)")
   args = p.parse_args(argv)
 
   from glance_jax.bench.runner import rotation
@@ -49,6 +52,8 @@ def main(argv=None) -> dict:
   tasks, errors = load_tasks([str(f) for f in paths.task_files()], args.rows)
   if errors:
     raise SystemExit("; ".join(e["message"] for e in errors))
+  from glance_jax.decode import budget as budget_lib
+  batch_table = budget_lib.read_round_cost(args.round_cost_batch) if args.round_cost_batch else None
   out = {}
   for t in tasks:
     recs = t.records
@@ -57,6 +62,8 @@ def main(argv=None) -> dict:
 
     def run(label, inputs):
       kw = dict(METHODS[label])
+      if kw.get("auto") and batch_table is not None and inputs.input_ids.shape[0] > 1:
+        kw["round_cost"] = batch_table
       return generate(target, inputs, head=head if kw["method"] == "glance" else None,
                       max_new_tokens=args.max_new_tokens, **kw)
 
@@ -65,7 +72,7 @@ def main(argv=None) -> dict:
       for s in {x.input_ids.shape: x for x in singles}.values():
         run(label, s)
     times = {label: {"b": [], "1": []} for label in METHODS}
-    equal, tokens = {}, {}
+    equal, tokens, used = {}, {}, {}
     for r in range(args.repeats):
       for label in rotation(list(METHODS), r):
         t0 = time.perf_counter()
@@ -75,13 +82,15 @@ def main(argv=None) -> dict:
         res_1 = [run(label, s) for s in singles]
         times[label]["1"].append(time.perf_counter() - t0)
         equal[label] = all(np.array_equal(res_b.tokens[i], res_1[i].tokens[0]) for i in range(len(singles)))
+        used[label] = (sorted({int(w) for w in res_b.widths}), sorted({int(w) for x in res_1 for w in x.widths}))
         tokens[label] = (res_b.num_tokens, sum(x.num_tokens for x in res_1))
     entry = {}
     for label in METHODS:
       tb, t1 = statistics.median(times[label]["b"]), statistics.median(times[label]["1"])
       nb, n1 = tokens[label]
       entry[label] = {"tok_s_batch": nb / tb, "tok_s_1": n1 / t1, "ratio": (nb / tb) / (n1 / t1),
-                      "rows_equal_batch1": equal[label]}
+                      "rows_equal_batch1": equal[label], "widths_batch": used[label][0],
+                      "widths_1": used[label][1]}
     out[t.name] = entry
     print(t.name, json.dumps({k: {kk: round(vv, 3) if isinstance(vv, float) else vv for kk, vv in v.items()}
                               for k, v in entry.items()}), flush=True)

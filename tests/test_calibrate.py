@@ -272,3 +272,33 @@ def test_measure_costs_times_each_compiled_set_in_its_own_loop():
   assert all(t > 0 for c in out["set_t_over_ar"].values() for t in c.values())
   new = {k[0] for k in set(loop.TRACE_COUNTS) - before if k[0].auto}
   assert {(c.budget, c.widths) for c in new} == {(31, (15, 31))}   # both widths forced in the set's own loop
+
+
+def test_replayed_choice_at_batch_sums_the_live_rows():
+  """At batch B the policy picks one width per round from the live rows' summed expected tokens
+  (budget.best_width over [B] rows); the replay does the same and earns every live row's tokens."""
+  import jax.numpy as jnp
+  rng = np.random.default_rng(1)
+  widths, costs = (0, 15, 31), {0: 2.0, 15: 4.0, 31: 5.5}
+  n, b = 60, 3
+  scores = np.sort(rng.uniform(-1.0, 0.0, (n, b, 31)), axis=2)[..., ::-1] * rng.uniform(0.01, 6.0, (n, b, 1))
+  raw = np.asarray(budget.expected_accepted(jnp.asarray(scores.reshape(n * b, 31), jnp.float32), (15, 31)))
+  raw = raw.reshape(n, b, 2)
+  obs = rng.integers(0, 16, (n, b, 2)).astype(float)
+  obs[40:, 2] = -1                                                        # row 2 done after round 40
+  got = calibrate.replay_policy(raw, obs, (15, 31), costs)
+  want, tok, cost = [], 0.0, 0.0
+  for r in range(n):
+    live = obs[r, :, 0] >= 0
+    j = int(budget.best_width(jnp.asarray(scores[r], jnp.float32), jnp.asarray(live), widths,
+                              tuple(costs[w] for w in widths)))
+    want.append(j)
+    tok += sum(1.0 + (obs[r, i, widths[j] // 16] if widths[j] else 0.0) for i in range(b) if live[i])
+    cost += costs[widths[j]]
+  assert got["share"] == pytest.approx({str(w): want.count(j) / n for j, w in enumerate(widths)})
+  assert got["tokens_per_ar_step"] == pytest.approx(tok / cost)
+  # round_records keeps the batch's rows side by side, -1 once a row is done
+  res = types.SimpleNamespace(record_widths=(15, 31), predicted=[raw[:, 0], raw[:40, 2]],
+                              observed=[obs[:, 0], obs[:40, 2]])
+  p, o, rw = calibrate.round_records([res])
+  assert p.shape == (n, 2, 2) and rw == (15, 31) and (o[40:, 1] == -1).all() and (o[:40, 1] >= 0).all()

@@ -236,44 +236,57 @@ def set_key(widths) -> str:
 
 
 def round_records(results) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-  """GenerationResults of glance at the widest budget -> (raw E[A] [n, P], accepted length of the top-w
-  tree [n, P], the P recorded widths), one row per (prompt, batch row, round) where every recorded
-  width was verified."""
+  """GenerationResults of glance at the widest budget -> (raw E[A] [n, B, P], accepted length of the
+  top-w tree [n, B, P], the P recorded widths): one entry per round of each call (B = its batch; all
+  calls the same B), -1 in obs where a row was done (a row is live for a prefix of the rounds)."""
   widths = tuple(results[0].record_widths) if results else ()
+  batch = len(results[0].predicted or []) if results else 0
   p, o = [], []
   for res in results:
-    if tuple(res.record_widths) != widths:
-      raise ValueError(f"calibration results record different widths: {res.record_widths} vs {widths}")
-    for pr, ob in zip(res.predicted or [], res.observed or []):
-      keep = np.all(ob >= 0, axis=1)
-      p.append(pr[keep])
-      o.append(ob[keep])
+    if tuple(res.record_widths) != widths or len(res.predicted or []) != batch:
+      raise ValueError(f"calibration results differ in recorded widths or batch: {res.record_widths} x "
+                       f"{len(res.predicted or [])} vs {widths} x {batch}")
+    r = max((len(x) for x in res.predicted), default=0)
+    pr = np.zeros((r, batch, len(widths)))
+    ob = np.full((r, batch, len(widths)), -1.0)
+    for i, (x, y) in enumerate(zip(res.predicted, res.observed)):
+      pr[: len(x), i], ob[: len(y), i] = x, y
+    p.append(pr)
+    o.append(ob)
   if not p:
-    return np.zeros((0, len(widths))), np.zeros((0, len(widths))), widths
-  return np.concatenate(p).astype(np.float64), np.concatenate(o).astype(np.float64), widths
+    return np.zeros((0, batch, len(widths))), np.zeros((0, batch, len(widths))), widths
+  return np.concatenate(p), np.concatenate(o), widths
 
 
 def replay_policy(pred: np.ndarray, obs: np.ndarray, record_widths: tuple[int, ...], costs: dict[int, float],
                   knots: dict[int, tuple] | tuple = ()) -> dict:
-  """glance-auto's choice (budget.best_width at batch 1) replayed on recorded rounds, for the compiled
-  set `costs` (width -> t_S(w) / t_AR; width 0 = an AR step after the draft, no draft rows).
-  knots: width -> (predicted, observed) calibration (or one pair for every width; () = raw).
-  -> tokens per AR step, and the share of rounds at each width."""
+  """glance-auto's choice (budget.best_width: one width per round for the whole batch) replayed on
+  recorded rounds, for the compiled set `costs` (width -> t_S(w) / t_AR at this batch; width 0 = an
+  AR step after the draft, no draft rows). pred / obs [n, B, P] (or [n, P] for batch 1; obs -1 =
+  row done). knots: width -> (predicted, observed) calibration (or one pair for every width; () = raw).
+  -> tokens per AR step (all rows' tokens over the rounds' cost), and the share of rounds per width."""
+  pred, obs = np.asarray(pred, np.float64), np.asarray(obs, np.float64)
+  if pred.ndim == 2:
+    pred, obs = pred[:, None], obs[:, None]
   widths = sorted(costs)
   if any(w and w not in record_widths for w in widths):
     raise ValueError(f"widths {widths} are not all recorded ({record_widths})")
-  n = pred.shape[0]
-  ea, got = np.zeros((n, len(widths))), np.zeros((n, len(widths)))
+  live = np.all(obs >= 0, axis=2)                                         # [n, B]
+  keep = live.any(axis=1)
+  pred, obs, live = pred[keep], obs[keep], live[keep]
+  n, b = live.shape
+  ea, got = np.zeros((n, b, len(widths))), np.zeros((n, b, len(widths)))
   for j, w in enumerate(widths):
     if w:
       col = record_widths.index(w)
       k = knots.get(w, ()) if isinstance(knots, dict) else knots
-      ea[:, j] = apply(k, pred[:, col]) if k else pred[:, col]
-      got[:, j] = obs[:, col]
+      ea[..., j] = apply(k, pred[..., col]) if k else pred[..., col]
+      got[..., j] = obs[..., col]
   t = np.asarray([costs[w] for w in widths], np.float64)
-  pick = np.argmax((1.0 + ea) / t[None], axis=1)                          # first on ties, as jnp.argmax
-  rows = np.arange(n)
-  tokens, cost = float(np.sum(1.0 + got[rows, pick])), float(np.sum(t[pick]))
+  want = np.sum(np.where(live[..., None], 1.0 + ea, 0.0), axis=1)        # [n, nw]: the batch's expected tokens
+  pick = np.argmax(want / t[None], axis=1)                                # first on ties, as jnp.argmax
+  earned = np.sum(np.where(live, 1.0 + got[np.arange(n), :, pick], 0.0), axis=1)   # [n]
+  tokens, cost = float(np.sum(earned)), float(np.sum(t[pick]))
   return {"tokens_per_ar_step": tokens / cost if cost else 0.0, "rounds": int(n),
           "tokens_per_round": tokens / max(n, 1),
           "share": {str(w): float(np.mean(pick == j)) if n else 0.0 for j, w in enumerate(widths)}}
@@ -320,9 +333,10 @@ def fit_per_width(results) -> dict:
 # --- command line ----------------------------------------------------------------------------------
 
 
-def testbed_prompts(split: str, per_task: int, processor, workdir: str):
+def testbed_prompts(split: str, per_task: int, processor, workdir: str, batch: int = 1):
   """`per_task` records of each testbed task as bench Prompts: the shipped held-out files, or train-split
-  records the head never saw (the train stream, from index 2 x TRAIN_PER_TASK)."""
+  records the head never saw (the train stream, from index 2 x TRAIN_PER_TASK). batch > 1: each
+  task's records in calls of `batch` rows (inputs, signature), per_task a multiple of batch."""
   from glance_jax.bench.runner import prepare_prompts
   from glance_jax.bench.tasks import load_tasks
   from glance_jax.testbed import paths, suites
@@ -339,6 +353,20 @@ def testbed_prompts(split: str, per_task: int, processor, workdir: str):
   tasks, errors = load_tasks(files, per_task)
   if errors:
     raise ValueError("; ".join(e["message"] for e in errors))
+  if batch > 1:
+    import types
+
+    from glance_jax.bench.runner import signature
+    from glance_jax.qwen3_vl.inputs import prepare_inputs
+    if per_task % batch:
+      raise ValueError(f"--per-task {per_task} is not a multiple of --batch {batch}")
+    calls = []
+    for t in tasks:
+      for i in range(0, len(t.records), batch):
+        recs = t.records[i: i + batch]
+        inputs = prepare_inputs(processor, [r.prompt for r in recs], [list(r.images) for r in recs])
+        calls.append(types.SimpleNamespace(inputs=inputs, signature=signature(inputs)))
+    return calls
   prompts, problems = prepare_prompts(processor, tasks)
   if problems:
     raise ValueError("; ".join(e["message"] for e in problems))
@@ -351,6 +379,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--out", required=True, help="cost table JSON to write (schema glance-round-cost/1)")
   p.add_argument("--base", help="start from this table (default: the built-in one)")
   p.add_argument("--per-task", type=int, default=6, help="testbed train prompts per task")
+  p.add_argument("--batch", type=int, default=1, help="rows per call: the cost table and the compiled set for "
+                 "this batch size (table meta 'batch'; glance-auto picks one width per round for all rows)")
   p.add_argument("--reps", type=int, default=2, help="timed repeats per prompt and width (cost)")
   p.add_argument("--heldout", type=int, default=0, help="also report the calibration on N held-out prompts per task")
   p.add_argument("--bench", help="fit the calibration on this bench JSON's records instead of a train run")
@@ -387,7 +417,7 @@ def main(argv=None) -> dict:
   processor = Processor.from_pretrained(str(target.path))
   workdir = tempfile.mkdtemp(prefix="glance_calib_")
   need_train = not args.no_cost or (not args.no_calibration and not args.bench)
-  train = testbed_prompts("train", args.per_task, processor, workdir) if need_train else []
+  train = testbed_prompts("train", args.per_task, processor, workdir, args.batch) if need_train else []
   md = []
   sets = []
   if not args.no_cost:
@@ -403,7 +433,7 @@ def main(argv=None) -> dict:
     t = target.config.text
     table.setdefault("meta", {}).update(
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
-        num_layers=t.num_hidden_layers, vocab_size=t.vocab_size, block_size=head.config.block_size, batch=1,
+        num_layers=t.num_hidden_layers, vocab_size=t.vocab_size, block_size=head.config.block_size, batch=args.batch,
         source="python -m glance_jax.decode.calibrate (real loop, forced widths, testbed train prompts)")
     table.pop("whole_round_ms", None)
   if not args.no_calibration:
@@ -423,7 +453,8 @@ def main(argv=None) -> dict:
                               f"{mean_abs_error(pred, obs, knots):.2f}"))
     if args.heldout:
       held = []
-      hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir), results=held)
+      hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir, args.batch),
+                       results=held)
       md.append(decile_markdown(deciles(hp, ho, knots), f"Held-out ({args.heldout} prompts per task, "
                                 f"{hp.size} round-widths): mean |E[A] - A| raw {mean_abs_error(hp, ho):.2f}, "
                                 f"calibrated {mean_abs_error(hp, ho, knots):.2f}"))
