@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from glance_jax.decode import budget, calibrate
+from glance_jax.decode import auto_set, budget, calibrate
 
 
 def _isotonic_brute(y):
@@ -210,7 +210,7 @@ def test_replayed_choice_is_the_loops_choice():
   scores = np.sort(rng.uniform(-1.0, 0.0, (200, 63)), axis=1)[:, ::-1] * rng.uniform(0.01, 6.0, (200, 1))
   raw = np.asarray(budget.expected_accepted(jnp.asarray(scores, jnp.float32), (15, 31, 63)))
   obs = rng.integers(0, 16, (200, 3)).astype(float)
-  got = calibrate.replay_policy(raw, obs, (15, 31, 63), costs, knots)
+  got = auto_set.replay_policy(raw, obs, (15, 31, 63), costs, knots)
   calib = tuple(knots.get(w, ()) for w in widths)
   want = [int(budget.best_width(jnp.asarray(s[None], jnp.float32), jnp.array([True]), widths,
                                 tuple(costs[w] for w in widths), calib)) for s in scores]
@@ -226,12 +226,12 @@ def test_choose_auto_set_weighs_a_wider_tree_against_its_cost():
   pred = np.array([[9.0, 12.0, 14.0]] * 10)
   obs = np.array([[9.0, 12.0, 14.0]] * 10)                               # 31 adds 3 tokens a round
   cheap = {"15": {"15": 8.0}, "31": {"31": 9.0}, "15,31": {"15": 8.5, "31": 9.5}}
-  best, rows = calibrate.choose_auto_set(cheap, pred, obs, (15, 31, 63), ())
+  best, rows = auto_set.choose_auto_set(cheap, pred, obs, (15, 31, 63), ())
   assert best == (31,) and rows[0]["tokens_per_ar_step"] == pytest.approx(13 / 9)
   dear = {"15": {"15": 8.0}, "31": {"31": 14.0}, "15,31": {"15": 9.0, "31": 14.5}}
-  best, rows = calibrate.choose_auto_set(dear, pred, obs, (15, 31, 63), ())
+  best, rows = auto_set.choose_auto_set(dear, pred, obs, (15, 31, 63), ())
   assert best == (15,) and [r["auto_set"] for r in rows][0] == [15]
-  assert calibrate.candidate_sets((15, 31)) == [(15,), (31,), (15, 31)]
+  assert auto_set.candidate_sets((15, 31)) == [(15,), (31,), (15, 31)]
 
 
 def test_table_auto_set_is_what_glance_auto_compiles(tmp_path):
@@ -286,7 +286,7 @@ def test_replayed_choice_at_batch_sums_the_live_rows():
   raw = raw.reshape(n, b, 2)
   obs = rng.integers(0, 16, (n, b, 2)).astype(float)
   obs[40:, 2] = -1                                                        # row 2 done after round 40
-  got = calibrate.replay_policy(raw, obs, (15, 31), costs)
+  got = auto_set.replay_policy(raw, obs, (15, 31), costs)
   want, tok, cost = [], 0.0, 0.0
   for r in range(n):
     live = obs[r, :, 0] >= 0
@@ -300,5 +300,29 @@ def test_replayed_choice_at_batch_sums_the_live_rows():
   # round_records keeps the batch's rows side by side, -1 once a row is done
   res = types.SimpleNamespace(record_widths=(15, 31), predicted=[raw[:, 0], raw[:40, 2]],
                               observed=[obs[:, 0], obs[:40, 2]])
-  p, o, rw = calibrate.round_records([res])
+  p, o, rw = auto_set.round_records([res])
   assert p.shape == (n, 2, 2) and rw == (15, 31) and (o[40:, 1] == -1).all() and (o[:40, 1] >= 0).all()
+
+
+def test_table_auto_plain_ar_is_a_boolean(tmp_path):
+  data = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 5.0, "15": 9.0, "31": 12.0, "63": 19.0},
+          "auto_set": [15], "auto_plain_ar": True}
+  path = tmp_path / "t.json"
+  path.write_text(json.dumps(data))
+  assert budget.read_round_cost(path).plain_ar is True
+  data["auto_plain_ar"] = "yes"
+  path.write_text(json.dumps(data))
+  with pytest.raises(ValueError, match=r"t.json: key 'auto_plain_ar' must be true or false"):
+    budget.read_round_cost(path)
+
+
+def test_builtin_tables_by_batch():
+  """A call at batch B reads the built-in table measured at the largest batch <= B; both ship in the
+  wheel (pyproject package-data)."""
+  import tomllib
+  from pathlib import Path
+  one, eight = budget.default_round_cost(1), budget.default_round_cost(8)
+  assert one.meta["batch"] == 1 and eight.meta["batch"] == 8 and budget.default_round_cost(5) is one
+  assert budget.default_round_cost(32) is eight and not one.plain_ar
+  data = tomllib.loads((Path(budget.__file__).resolve().parents[2] / "pyproject.toml").read_text())
+  assert "*.json" in data["tool"]["setuptools"]["package-data"]["glance_jax.decode"]

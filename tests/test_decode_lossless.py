@@ -189,3 +189,17 @@ def test_auto_builds_only_the_widest_width_that_could_pay(setup):
   assert set(auto.widths.tolist()) == {15}
   assert [a.tolist() for a in auto.accepted] == [a.tolist() for a in fixed.accepted]
   assert [list(t) for t in auto.tokens] == _rows(refs[3])
+
+
+def test_auto_with_a_table_that_says_nothing_pays_runs_ar(setup):
+  """A cost table whose replay found no compiled set beating AR (`auto_plain_ar`, e.g. measured at a
+  batch where verify rows are too dear) makes glance-auto the AR loop: AR's tokens, no verify rows."""
+  import dataclasses
+
+  from glance_jax.decode import budget
+  target, head, batches, stops, refs = setup
+  rc = dataclasses.replace(budget.RoundCost({0: 5.0, 15: 9.0, 31: 12.0, 63: 19.0}, compiled=(15,)), plain_ar=True)
+  res = generate(target, batches[0], head=head, method="glance", budget=63, auto=True, round_cost=rc,
+                 max_new_tokens=MAX_NEW, stop_tokens=stops)
+  assert res.method == "ar" and set(res.widths.tolist()) == {0}
+  assert [list(t) for t in res.tokens] == _rows(refs[0])

@@ -172,6 +172,9 @@ def best_width(scores: jax.Array, live: jax.Array, widths: tuple[int, ...], cost
 COST_SCHEMA = "glance-round-cost/1"
 FORCE_COST = 1e6              # RoundCost.force: the cost of every width but the forced one
 DEFAULT_TABLE = pathlib.Path(__file__).resolve().parent / "round_cost_default.json"
+# built-in tables by the batch they were measured at (testbed shapes, CPU); a call at batch B reads the
+# one measured at the largest batch <= B
+DEFAULT_TABLES = {1: DEFAULT_TABLE, 8: DEFAULT_TABLE.with_name("round_cost_default_b8.json")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +193,9 @@ class RoundCost:
   # table key 'auto_set': the widths glance-auto compiles, chosen by decode/calibrate.py replaying the
   # policy on calibration rounds (choose_auto_set); () = the paying rule (paying_widths)
   compiled: tuple[int, ...] = ()
+  # table key 'auto_plain_ar': the replay found no compiled set that beats plain AR at this table's
+  # batch, so glance-auto runs the AR loop (no head pass, no verify rows): generate() reads it
+  plain_ar: bool = False
 
   def knots(self, widths: tuple[int, ...]) -> tuple:
     """One calibration map per width (for LoopConfig.calib): the width's own fit where the table has
@@ -269,8 +275,11 @@ def read_round_cost(path) -> RoundCost:
           and compiled == sorted(set(compiled))):
     raise ValueError(f"--round-cost: {path}: key 'auto_set' must be an increasing list of widths of "
                      f"'t_over_ar' {sorted(widths)}, got {compiled!r}")
+  plain_ar = data.get("auto_plain_ar", False)
+  if not isinstance(plain_ar, bool):
+    raise ValueError(f"--round-cost: {path}: key 'auto_plain_ar' must be true or false, got {plain_ar!r}")
   return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram, per_width=per_width,
-                   compiled=tuple(compiled))
+                   compiled=tuple(compiled), plain_ar=plain_ar)
 
 
 def _knots(xs, ys, path: str, key: str) -> tuple:
@@ -290,8 +299,14 @@ def _width_map(data: dict, key: str, path: str) -> dict[int, float]:
   return widths
 
 
-@functools.lru_cache(maxsize=1)
-def default_round_cost() -> RoundCost:
-  """The built-in table, read once per process (generate() asks for it on every ngram and auto
-  call, and a file read per call is time the bench charges to the method)."""
-  return read_round_cost(DEFAULT_TABLE)
+def default_round_cost(batch: int = 1) -> RoundCost:
+  """The built-in table measured at the largest batch <= `batch` (DEFAULT_TABLES), read once per
+  process (generate() asks for it on every ngram and auto call, and a file read per call is time the
+  bench charges to the method). At batch 8 on the testbed its replay says no width beats AR
+  (`auto_plain_ar`), so glance-auto runs the AR loop there."""
+  return _read_default(DEFAULT_TABLES[max(b for b in DEFAULT_TABLES if b <= max(int(batch), 1))])
+
+
+@functools.lru_cache(maxsize=None)
+def _read_default(path: pathlib.Path) -> RoundCost:
+  return read_round_cost(path)

@@ -43,34 +43,8 @@ import time
 
 import numpy as np
 
-# --- isotonic fit ----------------------------------------------------------------------------------
-
-
-def pav(x, y) -> tuple[tuple[float, ...], tuple[float, ...]]:
-  """Isotonic (non-decreasing) least-squares fit of y on x by pool-adjacent-violators.
-
-  -> knots (xs, ys): each pooled block's mean x and mean y, both non-decreasing; a piecewise-linear
-  interpolation through them (flat outside) is the calibration map."""
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  if x.shape != y.shape or x.ndim != 1 or x.size == 0:
-    raise ValueError(f"pav needs equal-length non-empty 1-d x and y, got {x.shape} and {y.shape}")
-  ux, inv = np.unique(x, return_inverse=True)              # ties in x are one point (weighted)
-  w = np.bincount(inv).astype(np.float64)
-  sy = np.bincount(inv, weights=y)
-  blocks: list[list[float]] = []                           # [sum w, sum w*x, sum y]
-  for xi, wi, syi in zip(ux, w, sy):
-    blocks.append([wi, wi * xi, syi])
-    while len(blocks) > 1 and blocks[-2][2] / blocks[-2][0] > blocks[-1][2] / blocks[-1][0]:
-      last = blocks.pop()
-      blocks[-1] = [a + b for a, b in zip(blocks[-1], last)]
-  xs = tuple(float(b[1] / b[0]) for b in blocks)
-  ys = tuple(float(b[2] / b[0]) for b in blocks)
-  return xs, ys
-
-
-def apply(knots, pred) -> np.ndarray:
-  pred = np.asarray(pred, np.float64)
-  return np.interp(pred, knots[0], knots[1]) if knots else pred
+from glance_jax.decode.auto_set import candidate_sets, choose_auto_set, round_records, set_key
+from glance_jax.decode.isotonic import apply, pav
 
 
 def deciles(pred, obs, knots=(), n_bins: int = 10) -> list[dict]:
@@ -157,12 +131,6 @@ def forced_table(widths: tuple[int, ...], w: int, method: str, base=None, compil
   return budget_lib.RoundCost(table, ngram=table) if method == "ngram" else budget_lib.RoundCost(table)
 
 
-def candidate_sets(widths: tuple[int, ...]) -> list[tuple[int, ...]]:
-  """Every non-empty subset of `widths`, smallest first (the compiled sets the replay compares)."""
-  import itertools
-  return [c for n in range(1, len(widths) + 1) for c in itertools.combinations(sorted(widths), n)]
-
-
 def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max_new_tokens: int = 64,
                   base=None, fixed: tuple[int, ...] = (), sets: list[tuple[int, ...]] = (), only_sets: bool = False,
                   log=print) -> dict:
@@ -225,85 +193,6 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
           "t_ar_ms": 1e3 * t_ar,
           "loop_ms_per_round": {"-".join(map(str, (c[0], c[1]) + ((set_key(c[2]),) if len(c) > 2 else ()))):
                                 1e3 * v for c, v in per_round.items()}}
-
-
-def set_key(widths) -> str:
-  """(15, 31) -> "15,31": a compiled set as a JSON key."""
-  return ",".join(str(w) for w in widths)
-
-
-# --- the compiled set: the policy replayed on calibration rounds ------------------------------------
-
-
-def round_records(results) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-  """GenerationResults of glance at the widest budget -> (raw E[A] [n, B, P], accepted length of the
-  top-w tree [n, B, P], the P recorded widths): one entry per round of each call (B = its batch; all
-  calls the same B), -1 in obs where a row was done (a row is live for a prefix of the rounds)."""
-  widths = tuple(results[0].record_widths) if results else ()
-  batch = len(results[0].predicted or []) if results else 0
-  p, o = [], []
-  for res in results:
-    if tuple(res.record_widths) != widths or len(res.predicted or []) != batch:
-      raise ValueError(f"calibration results differ in recorded widths or batch: {res.record_widths} x "
-                       f"{len(res.predicted or [])} vs {widths} x {batch}")
-    r = max((len(x) for x in res.predicted), default=0)
-    pr = np.zeros((r, batch, len(widths)))
-    ob = np.full((r, batch, len(widths)), -1.0)
-    for i, (x, y) in enumerate(zip(res.predicted, res.observed)):
-      pr[: len(x), i], ob[: len(y), i] = x, y
-    p.append(pr)
-    o.append(ob)
-  if not p:
-    return np.zeros((0, batch, len(widths))), np.zeros((0, batch, len(widths))), widths
-  return np.concatenate(p), np.concatenate(o), widths
-
-
-def replay_policy(pred: np.ndarray, obs: np.ndarray, record_widths: tuple[int, ...], costs: dict[int, float],
-                  knots: dict[int, tuple] | tuple = ()) -> dict:
-  """glance-auto's choice (budget.best_width: one width per round for the whole batch) replayed on
-  recorded rounds, for the compiled set `costs` (width -> t_S(w) / t_AR at this batch; width 0 = an
-  AR step after the draft, no draft rows). pred / obs [n, B, P] (or [n, P] for batch 1; obs -1 =
-  row done). knots: width -> (predicted, observed) calibration (or one pair for every width; () = raw).
-  -> tokens per AR step (all rows' tokens over the rounds' cost), and the share of rounds per width."""
-  pred, obs = np.asarray(pred, np.float64), np.asarray(obs, np.float64)
-  if pred.ndim == 2:
-    pred, obs = pred[:, None], obs[:, None]
-  widths = sorted(costs)
-  if any(w and w not in record_widths for w in widths):
-    raise ValueError(f"widths {widths} are not all recorded ({record_widths})")
-  live = np.all(obs >= 0, axis=2)                                         # [n, B]
-  keep = live.any(axis=1)
-  pred, obs, live = pred[keep], obs[keep], live[keep]
-  n, b = live.shape
-  ea, got = np.zeros((n, b, len(widths))), np.zeros((n, b, len(widths)))
-  for j, w in enumerate(widths):
-    if w:
-      col = record_widths.index(w)
-      k = knots.get(w, ()) if isinstance(knots, dict) else knots
-      ea[..., j] = apply(k, pred[..., col]) if k else pred[..., col]
-      got[..., j] = obs[..., col]
-  t = np.asarray([costs[w] for w in widths], np.float64)
-  want = np.sum(np.where(live[..., None], 1.0 + ea, 0.0), axis=1)        # [n, nw]: the batch's expected tokens
-  pick = np.argmax(want / t[None], axis=1)                                # first on ties, as jnp.argmax
-  earned = np.sum(np.where(live, 1.0 + got[np.arange(n), :, pick], 0.0), axis=1)   # [n]
-  tokens, cost = float(np.sum(earned)), float(np.sum(t[pick]))
-  return {"tokens_per_ar_step": tokens / cost if cost else 0.0, "rounds": int(n),
-          "tokens_per_round": tokens / max(n, 1),
-          "share": {str(w): float(np.mean(pick == j)) if n else 0.0 for j, w in enumerate(widths)}}
-
-
-def choose_auto_set(set_costs: dict[str, dict[str, float]], pred, obs, record_widths, knots) -> tuple:
-  """-> (the compiled set with the most replayed tokens per AR step, one report row per set, best
-  first). set_costs: set_key -> {str(w): t_S(w)} (measure_costs' set_t_over_ar)."""
-  rows = []
-  for key, c in set_costs.items():
-    costs = {int(w): float(t) for w, t in c.items()}
-    rows.append({"auto_set": sorted(costs), "t_over_ar": {str(w): costs[w] for w in sorted(costs)},
-                 **replay_policy(pred, obs, record_widths, costs, knots)})
-  if not rows:
-    raise ValueError("no compiled sets to choose from")
-  rows.sort(key=lambda r: (-r["tokens_per_ar_step"], len(r["auto_set"]), r["auto_set"]))
-  return tuple(rows[0]["auto_set"]), rows
 
 
 def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64, results: list | None = None):
@@ -426,7 +315,7 @@ def main(argv=None) -> dict:
       allowed = budget_lib.auto_widths(63)
       sets = candidate_sets(budget_lib.paying_widths({w: base_rc.widths[w] for w in allowed},
                                                      head.config.block_size - 1))
-    for k in ("fixed_t_over_ar", "set_t_over_ar", "auto_set", "auto_sets"):
+    for k in ("fixed_t_over_ar", "set_t_over_ar", "auto_set", "auto_sets", "auto_plain_ar"):
       table.pop(k, None)
     table.update(measure_costs(target, head, train, reps=args.reps, base=base_rc, fixed=tuple(args.fixed),
                                sets=sets))
@@ -471,14 +360,18 @@ def main(argv=None) -> dict:
     knots.update({int(w): (tuple(k["predicted"]), tuple(k["observed"])) for w, k in pooled.get("per_width", {}).items()})
     best, rows = choose_auto_set(table.pop("set_t_over_ar"), pred, obs, rw, knots)
     table["auto_set"] = list(best)
+    # AR emits one token per row per AR step: a best set below that never pays at this batch
+    table["auto_plain_ar"] = rows[0]["vs_ar"] < 1.0
     table["t_over_ar"].update(rows[0]["t_over_ar"])       # its widths' cost in its own loop
     table["auto_sets"] = rows
     md.append("Compiled sets, the policy replayed on the calibration rounds (tokens per AR step, best "
-              "first):\n\n| auto_set | t_S(w) / t_AR | tokens / round | tokens / AR step | share of rounds |\n"
-              "|---|---|---|---|---|\n" + "\n".join(
+              f"first; batch {args.batch}):\n\n| auto_set | t_S(w) / t_AR | tokens / round | tokens / AR step | "
+              "x AR (per row) | share of rounds |\n|---|---|---|---|---|---|\n" + "\n".join(
                   f"| {r['auto_set']} | {', '.join(f'{w}: {t:.2f}' for w, t in r['t_over_ar'].items())} | "
-                  f"{r['tokens_per_round']:.2f} | {r['tokens_per_ar_step']:.3f} | "
-                  f"{', '.join(f'{w}: {x:.2f}' for w, x in r['share'].items())} |" for r in rows))
+                  f"{r['tokens_per_round']:.2f} | {r['tokens_per_ar_step']:.3f} | {r['vs_ar']:.2f} | "
+                  f"{', '.join(f'{w}: {x:.2f}' for w, x in r['share'].items())} |" for r in rows) +
+              ("\n\nNo set beats AR at this batch: `auto_plain_ar` (glance-auto runs the AR loop)."
+               if table["auto_plain_ar"] else ""))
   pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
   budget_lib.read_round_cost(args.out)  # what we wrote reads back
   text = "\n\n".join(md)

@@ -91,16 +91,25 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   oracle_tokens (benchmarks/tests only): int [B, >= max_new_tokens], the target's known continuation;
   the head's marginals are pushed onto it so that the tree contains it (measures the walk/commit and
   round cost at full acceptance on random weights).
-  auto (glance): each round verifies the top-w tree for the w among the widths that could pay
-  (RoundCost.auto_set: those of budget.auto_widths(budget) at which a round could beat an AR step by
-  the table; the tree built is the widest of them) that maximises expected tokens per unit of round
-  cost; round_cost: a budget.RoundCost (default: the built-in table, budget.default_round_cost()),
-  also read by ngram (its own widths' costs).
+  auto (glance): each round verifies the top-w tree for the w among the compiled widths
+  (RoundCost.auto_set: the table's replay-chosen set, else those of budget.auto_widths(budget) at
+  which a round could beat an AR step; the tree built is the widest of them) that maximises expected
+  tokens per unit of round cost; a table whose replay found no set beating AR at its batch
+  (`auto_plain_ar`) runs the AR loop (the result's method is then "ar"). round_cost: a
+  budget.RoundCost (default: the built-in table for this batch, budget.default_round_cost(B)), also
+  read by ngram (its own widths' costs).
   timings (benchmarks): a dict that receives "loop_s", the decode loop's wall time alone (prefill
   excluded; both are waited for, so it costs the overlap of prefill and loop dispatch).
   """
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+  if auto and method == "glance":
+    from glance_jax.decode import budget as budget_lib
+    rc = round_cost if round_cost is not None else budget_lib.default_round_cost(np.shape(inputs.input_ids)[0])
+    if rc.plain_ar and rc.force is None:  # the table's replay: no set of widths beats AR at its batch
+      return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
+                      top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
+                      timings=timings)
   sampling = SamplingConfig(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
   tap_layers, mask_id = (), 0
   if method in ("chain", "glance"):
@@ -120,7 +129,7 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     raise ValueError(f"auto budgets need method glance, got {method!r}")
   if auto or method == "ngram":
     from glance_jax.decode import budget as budget_lib
-    rc = round_cost if round_cost is not None else budget_lib.default_round_cost()
+    rc = round_cost if round_cost is not None else budget_lib.default_round_cost(np.shape(inputs.input_ids)[0])
     if auto:  # compile only the widths that could pay; the tree is the widest of them
       auto_set = rc.auto_set(int(budget), block_size - 1)
       cost, calib = rc.costs(auto_set), rc.knots(auto_set)
