@@ -47,6 +47,8 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
   for method in ("ngram", "chain", "glance"):
     res = cli.main(base + ["--method", method, "--head", str(ckpt / "head")])
     assert res["tokens"] == ref["tokens"], method
+  auto = cli.main(base[:-2] + ["--method", "glance", "--budget", "auto", "--head", str(ckpt / "head")])
+  assert auto["tokens"] == ref["tokens"] and auto["widths"] and set(auto["widths"]) <= {0, 15, 31, 63}
 
 
 @pytest.mark.parametrize("args,words", [
@@ -56,6 +58,8 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
     (["--image", "{root}/not_an_image.png"], ["not_an_image.png"]),
     (["--model", "{root}/model", "--method", "glance"], ["needs --head"]),
     (["--model", "{root}/model", "--head", "{root}/deep_head"], ["target_layer_ids", "depth 4"]),
+    (["--method", "chain", "--budget", "auto"], ["--budget auto needs --method glance"]),
+    (["--budget", "auto", "--round-cost", "{root}/nope.json"], ["nope.json"]),
 ])
 def test_bad_input_is_one_line_error(ckpt, args, words, monkeypatch, capsys):
   args = [a.format(root=ckpt) for a in args]

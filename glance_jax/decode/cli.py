@@ -24,7 +24,10 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--image", action="append", default=[], help="image path (repeatable, in prompt order)")
   p.add_argument("--prompt", default=None, help="user prompt text")
   p.add_argument("--method", choices=METHODS, default="glance")
-  p.add_argument("--budget", type=int, default=63, help="tree nodes N (glance); draft depth cap (chain, ngram)")
+  p.add_argument("--budget", type=_budget, default=63, help="tree nodes N (glance), or auto (glance-auto: the "
+                 "verify width chosen per round by the cost table); draft depth cap (chain, ngram)")
+  p.add_argument("--round-cost", help="cost table JSON for --budget auto and ngram (python -m "
+                 "glance_jax.decode.calibrate; default: the built-in table for the call's batch)")
   p.add_argument("--max-new-tokens", type=int, default=64)
   p.add_argument("--temperature", type=float, default=0.0)
   p.add_argument("--top-k", type=int, default=0)
@@ -36,6 +39,16 @@ def parser() -> argparse.ArgumentParser:
   return p
 
 
+def _budget(text: str):
+  """'auto' or an integer N."""
+  if text == "auto":
+    return text
+  try:
+    return int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
+
+
 def run(args) -> dict:
   from glance_jax import demo
   from glance_jax.data.records import read_task_file
@@ -45,8 +58,15 @@ def run(args) -> dict:
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.sharding import make_mesh
 
-  if args.budget < 1:
+  auto = args.budget == "auto"
+  if auto and args.method != "glance":
+    raise ValueError(f"--budget auto needs --method glance, got {args.method!r}")
+  if not auto and args.budget < 1:
     raise ValueError(f"--budget must be >= 1, got {args.budget}")
+  round_cost = None
+  if args.round_cost:
+    from glance_jax.decode.budget import read_round_cost
+    round_cost = read_round_cost(args.round_cost)
   if args.temperature < 0:
     raise ValueError(f"--temperature must be >= 0, got {args.temperature}")
   if args.max_new_tokens < 1:
@@ -75,8 +95,9 @@ def run(args) -> dict:
       raise ValueError(f"--method {args.method} needs --head with --model (or use --method ar / ngram)")
     else:
       head = Head.random(target, seed=0, num_layers=2)
-  kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+  kw = dict(head=head, method=args.method, budget=63 if auto else args.budget, max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed, auto=auto,
+            round_cost=round_cost)
   generate(target, inputs, **kw)  # compile (one trace per method, budget and shapes)
   t0 = time.perf_counter()
   res = generate(target, inputs, **kw)
@@ -86,9 +107,11 @@ def run(args) -> dict:
   result = dict(method=args.method, budget=args.budget, prompt=prompt, text=text, tokens=new,
                 new_tokens=len(new), rounds=int(res.rounds[0]), tau=res.tau, ms_per_token=1e3 * dt / len(new),
                 tokens_per_s=len(new) / dt, accepted=[int(a) for a in res.accepted[0]],
-                root_entropy=[float(h) for h in res.root_entropy[0]])
+                root_entropy=[float(h) for h in res.root_entropy[0]],
+                widths=sorted({int(w) for w in res.widths}) if res.widths is not None else None)
   print(text)
-  print(f"[{args.method} N={args.budget}] new_tokens={len(new)} rounds={result['rounds']} tau={res.tau:.2f} "
+  used = f" widths={result['widths']}" if auto else ""
+  print(f"[{args.method} N={args.budget}{used}] new_tokens={len(new)} rounds={result['rounds']} tau={res.tau:.2f} "
         f"ms/token={result['ms_per_token']:.2f} tokens/s={result['tokens_per_s']:.1f}")
   if args.json_out:
     with open(args.json_out, "w") as f:
