@@ -245,8 +245,9 @@ def test_table_auto_set_is_what_glance_auto_compiles(tmp_path):
   assert dataclasses.replace(rc, force=31).auto_set(63, 15) == (15, 31)
   data["auto_set"] = [31, 63]
   path.write_text(json.dumps(data))
-  with pytest.raises(ValueError, match=r"'auto_set' \[31, 63\] has widths \[63\] that budget 31"):
-    budget.read_round_cost(path).auto_set(31, 15)
+  assert budget.read_round_cost(path).auto_set(31, 15) == (31,)         # what the budget allows of it
+  with pytest.warns(UserWarning, match=r"'auto_set' \[31, 63\] has no width that budget 15 allows"):
+    assert budget.read_round_cost(path).auto_set(15, 15) == (15,)        # the paying rule at budget 15
   for bad in ([15, 7], [31, 15], "15"):
     data["auto_set"] = bad
     path.write_text(json.dumps(data))

@@ -213,13 +213,13 @@ class RoundCost:
     if missing:
       raise ValueError(f"{self.path}: round cost table key 't_over_ar' has no width {missing} "
                        f"(has {sorted(self.widths)})")
-    if self.compiled:
-      extra = [w for w in self.compiled if w not in allowed]
-      if extra:
-        raise ValueError(f"{self.path}: round cost table key 'auto_set' {list(self.compiled)} has widths "
-                         f"{extra} that budget {budget} does not allow (allowed: {list(allowed)})")
-      keep = set(self.compiled)
-    else:
+    keep = {w for w in self.compiled if w in allowed}
+    if self.compiled and not keep:  # chosen for a larger budget: the paying rule at this one, said aloud
+      import warnings
+      warnings.warn(f"{self.path}: round cost table key 'auto_set' {list(self.compiled)} has no width that "
+                    f"budget {budget} allows ({list(allowed)}); compiling the widths that could pay instead",
+                    stacklevel=2)
+    if not keep:
       keep = set(paying_widths({w: self.widths[w] for w in allowed}, depth))
     if self.force is not None:
       if self.force not in allowed:
