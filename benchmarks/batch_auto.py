@@ -6,10 +6,10 @@ Per task, the first `rows` held-out prompts run once as one batch and once as `r
 repeats interleaved (method order rotated per repeat); compile excluded (one warm-up each). Time is
 generate() end to end (prefill + loop + copy back). Reported: tokens/s at batch `rows` over tokens/s
 at batch 1 (median over repeats), and whether every batch row equals its batch-1 output. glance-auto
-uses the built-in cost table, which was measured at batch 1 (its width choice sums the rows'
-expected tokens but prices a round as at batch 1); --round-cost-batch FILE gives its batch calls a
-table measured at that batch (`python -m glance_jax.decode.calibrate --batch 8 ...`: costs and the
-compiled set for batch 8). The widths each glance-auto call used are reported.
+uses the built-in cost table of each call's batch (budget.default_round_cost: batch 1 and batch 8
+tables ship; at batch 8 on the testbed it says no width beats AR, so those calls run the AR loop);
+--round-cost-batch FILE gives its batch calls another table (`python -m glance_jax.decode.calibrate
+--batch B ...`). The widths each glance-auto call used are reported.
 """
 
 from __future__ import annotations

@@ -148,11 +148,12 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
     configs += [("glance", w) for w in budget_lib.auto_widths(budget)] + \
                [("ngram", w) for w in budget_lib.ngram_widths(depth)] + [("fixed", w) for w in fixed]
 
+  if sets and base is None:
+    raise ValueError("timing compiled sets needs a base table")
+
   def run(p, method, w, compiled=()):
     kw = dict(max_new_tokens=max_new_tokens, stop_tokens=())  # no stop: every run emits max_new tokens
     if method in ("glance", "set"):
-      if base is None and method == "set":
-        raise ValueError("timing compiled sets needs a base table")
       kw.update(head=head, budget=budget, auto=True,
                 round_cost=forced_table(budget_lib.auto_widths(budget), w, "glance", base, compiled))
     elif method == "ngram":
@@ -354,11 +355,12 @@ def main(argv=None) -> dict:
                   f"pooled map {mean_abs_error(wp, wo, knots):.2f}, width-{w} map {mean_abs_error(wp, wo, kn):.2f}; "
                   f"mean A {wo.mean():.2f}, pooled {apply(knots, wp).mean():.2f}, width-{w} {apply(kn, wp).mean():.2f}")
   if sets and results:
-    pred, obs, rw = round_records(results)
-    pooled = table["calibration"]
-    knots = {w: (tuple(pooled["predicted"]), tuple(pooled["observed"])) for w in rw}
-    knots.update({int(w): (tuple(k["predicted"]), tuple(k["observed"])) for w, k in pooled.get("per_width", {}).items()})
-    best, rows = choose_auto_set(table.pop("set_t_over_ar"), pred, obs, rw, knots)
+    rounds_pred, rounds_obs, rw = round_records(results)
+    # the maps the loop will apply (as RoundCost.knots: each width's own fit, else the pooled one)
+    per_width = {int(w): (tuple(k["predicted"]), tuple(k["observed"]))
+                 for w, k in table["calibration"].get("per_width", {}).items()}
+    width_knots = {w: per_width.get(w, knots) for w in rw}
+    best, rows = choose_auto_set(table.pop("set_t_over_ar"), rounds_pred, rounds_obs, rw, width_knots)
     table["auto_set"] = list(best)
     # AR emits one token per row per AR step: a best set below that never pays at this batch
     table["auto_plain_ar"] = rows[0]["vs_ar"] < 1.0

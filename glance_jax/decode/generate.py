@@ -103,13 +103,15 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   """
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
-  if auto and method == "glance":
+  rc = None
+  if auto or method == "ngram":  # the cost table: this call's, else the built-in one for its batch
     from glance_jax.decode import budget as budget_lib
     rc = round_cost if round_cost is not None else budget_lib.default_round_cost(np.shape(inputs.input_ids)[0])
-    if rc.plain_ar and rc.force is None:  # the table's replay: no set of widths beats AR at its batch
-      return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
-                      top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
-                      timings=timings)
+  if auto and method == "glance" and rc.plain_ar and rc.force is None:
+    # the table's replay: no set of widths beats AR at its batch
+    return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
+                    top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
+                    timings=timings)
   sampling = SamplingConfig(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
   tap_layers, mask_id = (), 0
   if method in ("chain", "glance"):
@@ -127,9 +129,7 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   cost, calib, auto_set, tree_nodes = (), (), (), int(budget)
   if auto and method != "glance":
     raise ValueError(f"auto budgets need method glance, got {method!r}")
-  if auto or method == "ngram":
-    from glance_jax.decode import budget as budget_lib
-    rc = round_cost if round_cost is not None else budget_lib.default_round_cost(np.shape(inputs.input_ids)[0])
+  if rc is not None:
     if auto:  # compile only the widths that could pay; the tree is the widest of them
       auto_set = rc.auto_set(int(budget), block_size - 1)
       cost, calib = rc.costs(auto_set), rc.knots(auto_set)
