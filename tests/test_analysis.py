@@ -319,3 +319,44 @@ def test_plots_write_pngs(tmp_path):
   for p in paths:
     data = p.read_bytes()
     assert len(data) > 1000 and data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_end_censoring_cuts_the_round_that_reached_the_end():
+  from glance_jax.analysis import end_censoring
+  a, c = end_censoring([3, 15, 4], 1 + 4 + 16 + 5)          # every round emitted a + 1: none cut
+  assert a.tolist() == [3, 15, 4] and not c.any()
+  a, c = end_censoring([3, 15, 4], 1 + 4 + 16 + 3)          # the last stopped after 3 accepted tokens
+  assert a.tolist() == [3, 15, 3] and c.tolist() == [False, False, True]
+  a, c = end_censoring([], 1)
+  assert a.size == 0 and c.size == 0
+  with pytest.raises(ValueError, match="30 tokens cannot come from"):
+    end_censoring([3, 4], 30)
+
+
+def _censored_law(b0, b1, n, rng):
+  """Rounds under the law whose answer ends after r more tokens; r is short where H is low (rounds
+  late in an answer start at certain words), so counting the ends as failures flattens the law."""
+  H = rng.gamma(2.0, 0.5, n)
+  p = 1.0 / (1.0 + np.exp(-(b0 - b1 * H)))
+  g = np.minimum(rng.geometric(1.0 - p) - 1, L)                # survivals had the answer gone on
+  r = np.where(H < np.median(H), rng.integers(0, 6, n), L)      # tokens left in the answer
+  return H, np.minimum(g, r), (g >= r) & (r < L)
+
+
+def test_censored_fit_recovers_the_law_that_naive_failures_hide():
+  rng = np.random.default_rng(3)
+  H, a, cens = _censored_law(2.0, 1.5, 6000, rng)
+  f = fit_entropy_law(H, a, L, censored=cens)
+  assert abs(f.b1 - 1.5) < 4 * f.se_b1 and abs(f.b0 - 2.0) < 4 * f.se_b0
+  naive = fit_entropy_law(H, a, L)
+  assert naive.b1 < 1.5 - 4 * naive.se_b1                      # the bias the censoring removes
+  out = analyze({"t": (H, a, cens)}, L)["tasks"]["t"]
+  assert out["target"] == "survival_a" and out["n_censored"] == int(cens.sum())
+  d = out["deciles"]
+  assert len(d["survival_a"]) == len(d["mean_a"]) and sum(d["censored"]) == int(cens.sum())
+  assert d["survival_a"][0] > d["mean_a"][0]                    # the low-H bins lose their ends
+  assert out["isotonic"]["r2"] >= 0.8 and out["fit"]["b1"] == pytest.approx(f.b1)
+  with pytest.raises(ValueError, match="censored has 3 entries"):
+    fit_entropy_law(H, a, L, censored=[True, False, True])
+  plain = analyze({"t": (H, a)}, L)["tasks"]["t"]
+  assert plain["target"] == "mean_a" and "survival_a" not in plain["deciles"]

@@ -22,8 +22,9 @@ G63_ZERO = runner.ablated(G63, "zero-context")
 
 
 def _runs(a_per_prompt, h_per_prompt):
-  tok = np.arange(3)
-  return [PromptRun([1.0], tok, np.asarray(a), np.asarray(h, np.float64)) for a, h in zip(a_per_prompt, h_per_prompt)]
+  """Runs whose token count is what their rounds emit (a prefill token, then a + 1 a round)."""
+  return [PromptRun([1.0], np.arange(1 + int(np.sum(np.asarray(a) + 1))), np.asarray(a), np.asarray(h, np.float64))
+          for a, h in zip(a_per_prompt, h_per_prompt)]
 
 
 def _law_prompts(b0, b1, rng, n_prompts=8, rounds=250, shape=2.0, scale=0.5):

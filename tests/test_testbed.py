@@ -136,12 +136,12 @@ SHIPPED_VERSION = suites.read_version(paths.SHIPPED) if paths.SHIPPED.is_dir() e
 
 
 def _fields_read(task, answers, recs) -> float:
-  """Share of the record's fields the answers got right: v1 in order against the reference; v2 the
-  clear fields against the scene (what the image shows for sure)."""
+  """Share of the record's fields the answers got right: v1 in order against the reference; v2 / v3
+  the clear fields against the scene (what the image shows for sure)."""
   if SHIPPED_VERSION == "v1":
     return float(np.mean([evaluate.score(task, a, r.answers[0])["fields"] for a, r in zip(answers, recs)]))
-  from glance_jax.testbed import suite_v2
-  scenes = [suite_v2.record(task, "heldout", suite_v2.record_index(r.id))[0] for r in recs]
+  s = suites.get(SHIPPED_VERSION)
+  scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in recs]
   return evaluate.pool_scores_v2([evaluate.score_v2(task, a, sc) for a, sc in zip(answers, scenes)])["fields_clear"]
 
 

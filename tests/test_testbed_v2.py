@@ -86,7 +86,7 @@ def test_one_rule_keeps_heldout_scenes_out_of_training(monkeypatch):
       assert suite_v2.record(task, "train", i)[0].content not in reserved
   # Reserve train draw 5's own scene: index 5 is redrawn at 5 + OFFSET, index 6 is untouched.
   scene5 = suite_v2.draw_record("chart", "train", 5)[0]
-  monkeypatch.setattr(suite_v2, "reserved_scenes", lambda task: frozenset({scene5.content}))
+  monkeypatch.setattr(suite_v2.Stream, "reserved_scenes", lambda self, task: frozenset({scene5.content}))
   assert suite_v2.train_record("chart", 5)[2] == suite_v2.draw_record("chart", "train", 5 + suite_v2.OFFSET)[2]
   assert suite_v2.train_record("chart", 6)[2] == suite_v2.draw_record("chart", "train", 6)[2]
 

@@ -12,8 +12,18 @@ It exists exactly when H is not constant and the successes and failures overlap 
 puts every round with a > 0 on one side and every round with a < L on the other); otherwise
 fit_entropy_law raises ValueError rather than return a fit running off to infinity.
 
+End of the answer (right censoring). A round whose accepted run reaches the end of the generation
+(the stop token drafted and accepted, or max_new_tokens reached) did not fail: a counts survivals
+only, with no failure, like a = L: log-likelihood a log p. `end_censoring` finds those rounds from a
+row's emitted token count and its accepted lengths; with short answers (the testbed's captions are
+~13 tokens, one block) they are many, and counting them as failures makes the rounds that start
+late in an answer look bad whatever their entropy.
+
 Descriptive side, free of the model: mean a per entropy decile and its isotonic (non-increasing)
 fit; the isotonic R^2 says how much of the decile-to-decile variation a monotone law can explain.
+With censored rounds the mean a of a bin is biased low, so the bins' survival rates p_j (survivals
+/ (survivals + failures) in the bin, the MLE of p with one free p per bin) give the bins' E[a] =
+sum_{l=1..L} p_j^l instead, and the isotonic fit, the law R^2 and the floor use those.
 """
 
 from __future__ import annotations
@@ -30,12 +40,15 @@ def _log_sigmoid(z: np.ndarray) -> np.ndarray:
   return -np.logaddexp(0.0, -z)
 
 
+def _flat(x: Any) -> Any:
+  if isinstance(x, (list, tuple)) and x and np.ndim(x[0]) > 0:
+    return np.concatenate([np.ravel(v) for v in x])
+  return x
+
+
 def _as_records(H: Any, a: Any, L: int) -> tuple[np.ndarray, np.ndarray]:
   """Flatten (arrays or lists of per-row arrays) and check: finite H, integer a in [0, L]."""
-  if isinstance(H, (list, tuple)) and H and np.ndim(H[0]) > 0:
-    H = np.concatenate([np.ravel(h) for h in H])
-  if isinstance(a, (list, tuple)) and a and np.ndim(a[0]) > 0:
-    a = np.concatenate([np.ravel(x) for x in a])
+  H, a = _flat(H), _flat(a)
   H = np.asarray(H, dtype=np.float64).ravel()
   a_f = np.asarray(a, dtype=np.float64).ravel()
   if int(L) != L or L < 1:
@@ -49,6 +62,36 @@ def _as_records(H: Any, a: Any, L: int) -> tuple[np.ndarray, np.ndarray]:
   if np.any(a_f != np.round(a_f)) or np.any(a_f < 0) or np.any(a_f > L):
     raise ValueError(f"a must be integers in [0, {L}]")
   return H, a_f.astype(np.int64)
+
+
+def _as_censored(censored: Any, n: int) -> np.ndarray:
+  """bool [n]: the rounds whose accepted run reached the end of the generation (none if None)."""
+  if censored is None:
+    return np.zeros(n, bool)
+  c = np.asarray(_flat(censored), dtype=bool).ravel()
+  if c.size != n:
+    raise ValueError(f"censored has {c.size} entries for {n} rounds")
+  return c
+
+
+def end_censoring(accepted: Any, n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+  """One row's rounds -> (a, censored): a with its last round cut to the tokens it emitted, and
+  whether that round's run reached the end of the generation (right-censored, no failure seen).
+
+  The prefill emits one token and round r emits a_r + 1 (its accepted draft tokens and the
+  target's bonus), except that the last round stops at the first stop token or at max_new_tokens.
+  When it emitted fewer than a + 1 tokens, every one of them was an accepted draft token (the stop
+  among them), so the draft had not failed yet: a = the tokens emitted, censored. When it emitted
+  all a + 1, its bonus (maybe the stop token) is where the draft failed: an ordinary round."""
+  a = np.asarray(accepted, dtype=np.int64).ravel().copy()
+  censored = np.zeros(a.size, bool)
+  if a.size:
+    last = int(n_tokens) - 1 - int(np.sum(a[:-1] + 1))
+    if not 0 <= last <= a[-1] + 1:
+      raise ValueError(f"{n_tokens} tokens cannot come from a prefill token and rounds accepting {a.tolist()}")
+    if last < a[-1] + 1:
+      a[-1], censored[-1] = last, True
+  return a, censored
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +138,9 @@ def _neg_loglik(beta: np.ndarray, x: np.ndarray, k: np.ndarray, c: np.ndarray
   return -ll, -grad, -hess
 
 
-def fit_entropy_law(H: Any, a: Any, L: int) -> EntropyLawFit:
-  """Maximum-likelihood (b0, b1) of the survival model; see the module docstring.
+def fit_entropy_law(H: Any, a: Any, L: int, censored: Any = None) -> EntropyLawFit:
+  """Maximum-likelihood (b0, b1) of the survival model; see the module docstring. censored (bool
+  per round, optional): rounds that reached the end of the generation (end_censoring), no failure.
 
   The optimiser (scipy trust-exact, analytic gradient and Hessian) works on standardised H for
   conditioning; the log-likelihood, its Hessian and the standard errors are then taken at the MLE
@@ -107,16 +151,19 @@ def fit_entropy_law(H: Any, a: Any, L: int) -> EntropyLawFit:
 
   H, a = _as_records(H, a, L)
   k = a.astype(np.float64)                 # survivals (successes)
-  c = (a < L).astype(np.float64)           # the one failure that ended the round, if any
+  c = ((a < L) & ~_as_censored(censored, a.size)).astype(np.float64)   # the failure that ended it
   if np.all(a == 0):
     raise ValueError("every round accepted 0: p -> 0 and b0 -> -inf, no finite MLE")
   if np.all(a == L):
     raise ValueError(f"every round accepted L = {L}: p -> 1 and b0 -> +inf, no finite MLE")
+  if not c.any():
+    raise ValueError(f"every round accepted L = {L} or reached the end of its answer: p -> 1 and "
+                     f"b0 -> +inf, no finite MLE")
   if np.ptp(H) == 0:
     raise ValueError("H is constant: b1 is not identifiable (only sigmoid(b0 - b1 H) is)")
-  h_succ, h_fail = H[a > 0], H[a < L]
+  h_succ, h_fail = H[a > 0], H[c > 0]
   if h_succ.max() <= h_fail.min() or h_succ.min() >= h_fail.max():
-    raise ValueError("rounds with a > 0 and rounds with a < L are separated in H: "
+    raise ValueError("rounds with a > 0 and rounds that failed are separated in H: "
                      "b1 -> +-inf, no finite MLE")
 
   mu, s = float(H.mean()), float(H.std())
@@ -292,27 +339,56 @@ def _clean(v: Any) -> Any:
   return v
 
 
-def _task_entry(H: np.ndarray, a: np.ndarray, L: int, n_bins: int) -> dict[str, Any]:
-  """One entry of analyze(): H, a already checked by _as_records."""
+def survival_table(table: DecileTable, a: np.ndarray, censored: np.ndarray, L: int) -> dict[str, np.ndarray]:
+  """Per bin of `table`: censored rounds, the survival rate p_j = survivals / (survivals +
+  failures) and E[a] at it, sum_{l=1..L} p_j^l (the bin's mean accepted length had no answer
+  ended; equal to nothing simpler when no round is censored, so used only when some are)."""
+  m = table.counts.size
+  k = np.bincount(table.bin_of, a.astype(np.float64), m)
+  c = np.bincount(table.bin_of, ((a < L) & ~censored).astype(np.float64), m)
+  p = np.where(k + c > 0, k / np.maximum(k + c, 1e-300), 0.0)
+  e = np.array([np.sum(pj ** np.arange(1, L + 1)) for pj in p])
+  return {"censored": np.bincount(table.bin_of, censored.astype(np.float64), m).astype(np.int64),
+          "survival_p": p, "survival_a": e}
+
+
+def _task_entry(H: np.ndarray, a: np.ndarray, L: int, n_bins: int, censored: np.ndarray) -> dict[str, Any]:
+  """One entry of analyze(): H, a already checked by _as_records. With censored rounds, the bins'
+  E[a] at their survival rates (survival_table) stand in for their mean a in the isotonic fit,
+  the law R^2 and the floor ("target": which one was used)."""
   table = decile_table(H, a, n_bins)
-  iso = isotonic_fit(table.centres, table.mean_a, table.counts, decreasing=True)
+  deciles = table.to_dict()
+  y = table.mean_a
+  if censored.any():
+    surv = survival_table(table, a, censored, L)
+    deciles.update(surv)
+    y = surv["survival_a"]
+    table = dataclasses.replace(table, mean_a=y)       # the floor of copy_regime
+  iso = isotonic_fit(table.centres, y, table.counts, decreasing=True)
   out: dict[str, Any] = {
       "n": int(H.size), "mean_a": float(a.mean()), "mean_H": float(H.mean()),
-      "deciles": table.to_dict(),
-      "isotonic": {"fitted": iso, "r2": weighted_r2(table.mean_a, iso, table.counts)},
+      "n_censored": int(censored.sum()), "target": "survival_a" if censored.any() else "mean_a",
+      "deciles": deciles,
+      "isotonic": {"fitted": iso, "r2": weighted_r2(y, iso, table.counts)},
       "fit": None, "model": None, "copy_regime": None, "error": None,
   }
   try:
-    fit = fit_entropy_law(H, a, L)
+    fit = fit_entropy_law(H, a, L, censored)
   except ValueError as e:
     out["error"] = str(e)
   else:
     pred = fit.expected(H)
     bin_mean = np.bincount(table.bin_of, pred, table.counts.size) / table.counts
     out["fit"] = fit.to_dict()
-    out["model"] = {"bin_mean": bin_mean, "r2": weighted_r2(table.mean_a, bin_mean, table.counts)}
+    out["model"] = {"bin_mean": bin_mean, "r2": weighted_r2(y, bin_mean, table.counts)}
     out["copy_regime"] = copy_regime(fit, table, L)
   return out
+
+
+def _unpack(records: Sequence[Any], L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(H, a) or (H, a, censored) -> checked arrays, censored all False when absent."""
+  H, a = _as_records(records[0], records[1], L)
+  return H, a, _as_censored(records[2] if len(records) > 2 else None, a.size)
 
 
 def analyze(records_by_task: Mapping[str, Sequence[Any]], L: int, n_bins: int = 10, *,
@@ -321,19 +397,20 @@ def analyze(records_by_task: Mapping[str, Sequence[Any]], L: int, n_bins: int = 
   R^2 against the decile means ("law R^2"), and the copy-regime numbers. JSON-serialisable
   (nan/inf -> None).
 
-  records_by_task maps a task name to (H, a), each an array or a list of per-row arrays. A task
+  records_by_task maps a task name to (H, a) or (H, a, censored) (end_censoring), each an array or
+  a list of per-row arrays. A task
   whose MLE does not exist keeps its descriptive numbers, with "fit": None and the reason in
   "error", instead of failing the whole report. pooled=True adds "pooled": the same entry for
   every task's rounds together (the entropy range one task alone rarely spans), plus
   "common_slope": fit_common_slope's shared b1 with one intercept per task (a dict, or
   {"error": ...}), which task-to-task differences in mean acceptance cannot bias."""
-  checked = {str(name): _as_records(H, a, L) for name, (H, a) in records_by_task.items()}
+  checked = {str(name): _unpack(recs, L) for name, recs in records_by_task.items()}
   result: dict[str, Any] = {"L": int(L), "n_bins": int(n_bins),
-                            "tasks": {name: _task_entry(H, a, L, n_bins) for name, (H, a) in checked.items()}}
+                            "tasks": {name: _task_entry(H, a, L, n_bins, cens)
+                                      for name, (H, a, cens) in checked.items()}}
   if pooled and checked:
-    H = np.concatenate([h for h, _ in checked.values()])
-    a = np.concatenate([x for _, x in checked.values()])
-    result["pooled"] = {**_task_entry(H, a, L, n_bins), "tasks": list(checked)}
+    H, a, cens = (np.concatenate([r[i] for r in checked.values()]) for i in range(3))
+    result["pooled"] = {**_task_entry(H, a, L, n_bins, cens), "tasks": list(checked)}
     try:
       result["common_slope"] = fit_common_slope(checked, L).to_dict()
     except ValueError as e:
@@ -357,7 +434,8 @@ class CommonSlopeFit:
 
 
 def fit_common_slope(records_by_task: Mapping[str, Sequence[Any]], L: int) -> CommonSlopeFit:
-  """The survival model with a shared slope and per-task intercepts, by Newton's method on the
+  """(H, a) or (H, a, censored) per task -> the survival model with a shared slope and per-task
+  intercepts, by Newton's method on the
   concave log-likelihood (the same binomial form as fit_entropy_law's, design [one-hot task, -H]).
 
   Pooling tasks into one fit_entropy_law conflates the law within tasks with differences between
@@ -365,14 +443,14 @@ def fit_common_slope(records_by_task: Mapping[str, Sequence[Any]], L: int) -> Co
   estimates the within-task slope. Raises ValueError when a task accepted 0 or L in every round,
   when fewer than 2 records, or when Newton does not converge (e.g. separation)."""
   names, xs, ks, cs, groups = [], [], [], [], []
-  for j, (name, (H, a)) in enumerate(records_by_task.items()):
-    H, a = _as_records(H, a, L)
+  for j, (name, recs) in enumerate(records_by_task.items()):
+    H, a, cens = _unpack(recs, L)
     if np.all(a == 0) or np.all(a == L):
       raise ValueError(f"task {name!r}: every round accepted {int(a[0])}: its intercept has no finite MLE")
     names.append(str(name))
     xs.append(H)
     ks.append(a.astype(np.float64))
-    cs.append((a < L).astype(np.float64))
+    cs.append(((a < L) & ~cens).astype(np.float64))
     groups.append(np.full(H.size, j))
   H, k, c, g = (np.concatenate(v) for v in (xs, ks, cs, groups))
   if np.ptp(H) == 0:

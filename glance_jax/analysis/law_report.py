@@ -6,7 +6,8 @@ findings, and writing it as markdown.
   slope_difference(e1, e2)     b1 of one task minus another's, its se and z ("steeper where
                                grounding is stronger")
   summary_markdown(analysis)   one row per task and one pooled: b0, b1 (se), z, isotonic and law
-                               R^2, e^{b0}, lowest-decile mean a, floor / e^{b0}
+                               R^2, e^{b0}, lowest-decile mean a (its E[a] at the survival rate
+                               when rounds reached the answer's end), floor / e^{b0}
   decile_markdown(entry)       one task's decile table: H range, mean H, n, mean a (se), isotonic
                                and law values
 
@@ -82,15 +83,17 @@ def summary_markdown(analysis: Mapping[str, Any]) -> str:
     rows.append(("all tasks (pooled)", analysis["pooled"]))
   for name, e in rows:
     c = law_checks(e)
+    floor = e["deciles"][e.get("target", "mean_a")][0]
+    n = f"{e['n']} ({e['n_censored']} at the end)" if e.get("n_censored") else f"{e['n']}"
     fit = e.get("fit")
     if fit:
       b0, b1 = f"{_num(fit['b0'])} ({_num(fit['se_b0'])})", f"{_num(fit['b1'])} ({_num(fit['se_b1'])})"
     else:
       b0, b1 = f"no fit: {e.get('error')}", ""
     verdict = {None: "-", True: "yes", False: "no"}[c["passes"]]
-    lines.append(f"| {name} | {e['n']} | {_num(e['mean_a'])} | {b0} | {b1} | {_num(c['z_b1'], '.1f')} | "
+    lines.append(f"| {name} | {n} | {_num(e['mean_a'])} | {b0} | {b1} | {_num(c['z_b1'], '.1f')} | "
                  f"{_num(c['isotonic_r2'])} | {_num(c['law_r2'])} | {_num(c['cap_exp_b0'])} | "
-                 f"{_num(e['deciles']['mean_a'][0])} | {_num(c['floor_over_cap'])} | "
+                 f"{_num(floor)} | {_num(c['floor_over_cap'])} | "
                  f"{'yes' if c['spreads'] else 'no'} | {verdict} |")
   cs = analysis.get("common_slope")
   if cs and "b1" in cs:
@@ -102,13 +105,19 @@ def summary_markdown(analysis: Mapping[str, Any]) -> str:
 
 
 def decile_markdown(entry: Mapping[str, Any]) -> str:
-  """One task's decile table (ascending H)."""
+  """One task's decile table (ascending H); with rounds censored at the answer's end, also each
+  bin's censored count and E[a] at its survival rate (what the isotonic and law columns fit)."""
   d = entry["deciles"]
   iso = entry["isotonic"]["fitted"]
   law = (entry.get("model") or {}).get("bin_mean") or [None] * len(d["centres"])
-  lines = ["| bin | H range | mean H | rounds | mean a (se) | isotonic | law E[a] |", "|" + "---|" * 7]
-  for j, (lo, hi, c, n, m, se, i, f) in enumerate(zip(d["h_lo"], d["h_hi"], d["centres"], d["counts"],
-                                                      d["mean_a"], d["sem_a"], iso, law)):
+  surv = "survival_a" in d
+  head = "| bin | H range | mean H | rounds | mean a (se) |"
+  head += " at the end | E[a] at the bin's survival rate |" if surv else ""
+  lines = [head + " isotonic | law E[a] |", "|" + "---|" * (9 if surv else 7)]
+  extra = zip(d["censored"], d["survival_a"]) if surv else [(None, None)] * len(d["centres"])
+  for j, (lo, hi, c, n, m, se, i, f, (k, e)) in enumerate(zip(d["h_lo"], d["h_hi"], d["centres"], d["counts"],
+                                                              d["mean_a"], d["sem_a"], iso, law, extra)):
+    cells = f" {k} | {_num(e)} |" if surv else ""
     lines.append(f"| {j + 1} | {_num(lo, '.3f')}-{_num(hi, '.3f')} | {_num(c, '.3f')} | {n} | "
-                 f"{_num(m)} ({_num(se)}) | {_num(i)} | {_num(f)} |")
+                 f"{_num(m)} ({_num(se)}) |{cells} {_num(i)} | {_num(f)} |")
   return "\n".join(lines) + "\n"

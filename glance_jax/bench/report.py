@@ -26,8 +26,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from glance_jax.analysis import (
-    analyze, bootstrap_geomean_ratio, compare_methods, decile_markdown, geometric_mean, law_checks,
-    paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios, summary_markdown)
+    analyze, bootstrap_geomean_ratio, compare_methods, decile_markdown, end_censoring, geometric_mean,
+    law_checks, paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios, summary_markdown)
 from glance_jax.bench.runner import Method, PromptRun
 
 SCHEMA_VERSION = "glance_jax.bench/1"
@@ -146,7 +146,9 @@ def entropy_laws(runs_by_task: Mapping[str, Mapping[str, Sequence[PromptRun]]],
   common_slope[label] its "common_slope" (both only with >= 2 tasks: the law across tasks, over
   the entropy range one task alone rarely spans), law_checks[label] = law_report.law_checks of
   every task ("tasks") and of the pooled entry ("pooled", None with one task).
-  A task with no rounds is left out; a task whose MLE does not exist keeps its deciles with
+  A round whose accepted run reached the end of its answer is right-censored
+  (analysis.entropy_law.end_censoring): it counts its survivals and no failure. A task with no
+  rounds is left out; a task whose MLE does not exist keeps its deciles with
   "fit": None and the reason in "error" (analyze's contract)."""
   by_method, pooled, common, checks = {}, {}, {}, {}
   for m in methods:
@@ -155,9 +157,11 @@ def entropy_laws(runs_by_task: Mapping[str, Mapping[str, Sequence[PromptRun]]],
     recs = {}
     for task, runs in runs_by_task.items():
       rs = runs[m.label]
-      a = np.concatenate([r.accepted for r in rs]).astype(np.int64)
+      cut = [end_censoring(r.accepted, len(r.tokens)) for r in rs]   # rounds that reached the end
+      a = np.concatenate([x for x, _ in cut] or [np.zeros(0)]).astype(np.int64)
       if a.size:
-        recs[task] = (np.concatenate([r.root_entropy for r in rs]).astype(np.float64), np.minimum(a, L))
+        recs[task] = (np.concatenate([r.root_entropy for r in rs]).astype(np.float64), np.minimum(a, L),
+                      np.concatenate([c for _, c in cut]))
     an = analyze(recs, L, n_bins, pooled=len(recs) > 1) if recs else {"tasks": {}}
     by_method[m.label] = an["tasks"]
     if "pooled" in an:

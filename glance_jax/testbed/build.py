@@ -57,6 +57,11 @@ BUILDS = {
     "v2": BuildSpec("v2", paths.REPO / "configs" / "train_testbed_v2.py", str(paths.SHIPPED), "runs/testbed",
                     target=(("seq_len", 96), ("steps", 10000))),
     "v1": BuildSpec("v1", HEAD_CONFIG, "runs/testbed_v1/testbed", "runs/testbed_v1"),
+    # v3 (suite_v3.py): v2's schedule for 10000 steps, then 2000 more from a restarted learning rate
+    # (the candidate caption, docs/testbed_v2.md). Its default output is beside the shipped one.
+    "v3": BuildSpec("v3", paths.REPO / "configs" / "train_testbed_v3.py", "runs/testbed_v3/testbed",
+                    "runs/testbed_v3", target=(("seq_len", 96), ("steps", 12000), ("restart_at", 10000),
+                                               ("restart_lr", 1e-3))),
 }
 
 

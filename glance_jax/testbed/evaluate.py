@@ -4,9 +4,10 @@ Grounded tasks: exact match of the whole answer, and the share of reference fiel
 (a table row "pens: 42", a bar "A is 3", a line of words). Captions have many right answers, so
 they are scored on content: the multiset of "<color> <shape>" mentions must equal the scene's.
 
-Suite v2 (score_v2) scores against the record's scene, not its one sampled reference string: the
-fields a target could read for sure ("clear") and those it could not (small, faint, partly hidden)
-are counted apart, chart bars in any order (the answer may run right to left), lines word by word.
+Suites v2 and v3 (score_v2) score against the record's scene, not its one sampled reference string:
+the fields a target could read for sure ("clear") and those it could not (small, faint, partly
+hidden) are counted apart, chart bars in any order (the answer may run right to left), lines word by
+word; v3's captions (mentions in reading order, some shapes faint or hidden) also mention by mention.
 """
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ def score_v2(task: str, prediction: str, scene) -> dict[str, float]:
   an open answer (separator, bar order, phrasing), so matching it would score the sampling."""
   want, clear = scene.fields, scene.clear
   if task == "caption":
-    got = collections.Counter(" ".join(m) for m in _MENTION.findall(prediction))
-    return {"content": float(got == collections.Counter(want))}
+    mentions = [" ".join(m) for m in _MENTION.findall(prediction)]
+    content = {"content": float(collections.Counter(mentions) == collections.Counter(want))}
+    if "styles" not in scene.draw:   # v2: the mention order is sampled, so only the content counts
+      return content
+    hit = [i < len(mentions) and mentions[i] == w for i, w in enumerate(want)]   # v3: reading order
+    return {**content, **_field_counts(hit, clear)}
   if task == "chart":        # order-free: the bars' "X is h" as a set (letters are distinct)
     got = set(fields(task, prediction))
     hit = [w in got for w in want]
@@ -54,7 +59,11 @@ def score_v2(task: str, prediction: str, scene) -> dict[str, float]:
   else:
     got = fields(task, prediction)
     hit = [i < len(got) and got[i] == w for i, w in enumerate(want)]
-  out = {"all_hits": sum(hit), "all_n": len(want)}
+  return _field_counts(hit, clear)
+
+
+def _field_counts(hit: list[bool], clear: tuple[bool, ...]) -> dict[str, int]:
+  out = {"all_hits": sum(hit), "all_n": len(hit)}
   for name, flag in (("clear", True), ("unclear", False)):
     out[f"{name}_hits"] = sum(h for h, c in zip(hit, clear) if c == flag)
     out[f"{name}_n"] = sum(1 for c in clear if c == flag)
@@ -62,11 +71,13 @@ def score_v2(task: str, prediction: str, scene) -> dict[str, float]:
 
 
 def pool_scores_v2(scores: list[dict[str, float]]) -> dict[str, float]:
-  """Per task: content (captions), or fields / fields_clear / fields_unclear = pooled hits / count
-  (None when a task has no field of the kind)."""
-  if "content" in scores[0]:
-    return {"content": float(np.mean([s["content"] for s in scores]))}
+  """Per task: content (captions) and / or fields / fields_clear / fields_unclear = pooled hits /
+  count (None when a task has no field of the kind)."""
   out = {}
+  if "content" in scores[0]:
+    out["content"] = float(np.mean([s["content"] for s in scores]))
+    if "all_n" not in scores[0]:
+      return out
   for name, key in (("all", "fields"), ("clear", "fields_clear"), ("unclear", "fields_unclear")):
     n = sum(s[f"{name}_n"] for s in scores)
     out[key] = sum(s[f"{name}_hits"] for s in scores) / n if n else None
@@ -91,13 +102,14 @@ def greedy_answers(target, processor, records: list[PromptRecord], *, max_new_to
 def heldout_accuracy(target, processor, records_by_task: dict[str, list[PromptRecord]], *,
                      max_new_tokens: int = 64, suite_version: str = "v1") -> dict[str, dict[str, float]]:
   """Per task: mean exact match and mean fields (grounded) / content (caption) score, and n
-  (v2: pool_scores_v2 of score_v2 against each record's scene, found from its id)."""
+  (v2, v3: pool_scores_v2 of score_v2 against each record's scene, found from its id)."""
   report = {}
   for task, records in records_by_task.items():
     answers = greedy_answers(target, processor, records, max_new_tokens=max_new_tokens)
-    if suite_version == "v2":
-      from glance_jax.testbed import suite_v2
-      scenes = [suite_v2.record(task, "heldout", suite_v2.record_index(r.id))[0] for r in records]
+    if suite_version in ("v2", "v3"):
+      from glance_jax.testbed import suites
+      s = suites.get(suite_version)
+      scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in records]
       report[task] = pool_scores_v2([score_v2(task, a, sc) for a, sc in zip(answers, scenes)])
     else:
       scores = [score(task, a, r.answers[0]) for a, r in zip(answers, records)]

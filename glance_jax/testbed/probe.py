@@ -9,6 +9,7 @@ A target that reads its images has low entropy on clear tokens and a spread on t
 what the entropy law needs (issue 14). Run on a trained target before the slow bench:
 
   python -m glance_jax.testbed.probe --target runs/testbed_v2/testbed/target --records 16
+  python -m glance_jax.testbed.probe --target runs/testbed_v3/testbed/target --suite v3
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from glance_jax.testbed import suite_v2
+from glance_jax.testbed import suite_v2, suites
 
 KINDS = ("clear", "unclear", "other")
 
@@ -41,9 +42,10 @@ def char_kinds(scene, answer: str) -> list[str]:
   return kinds
 
 
-def token_entropies(target, processor, task: str, indices, *, batch: int = 8) -> list[dict]:
-  """Per held-out record: per answer token (and the final <|im_end|>) its kind, the target's
-  entropy H (nats) before it, and whether the target's argmax is the token."""
+def token_entropies(target, processor, task: str, indices, *, batch: int = 8, suite=suite_v2) -> list[dict]:
+  """Per held-out record of `suite` (a suite module, v2 or v3): per answer token (and the final
+  <|im_end|>) its kind, the target's entropy H (nats) before it, and whether the target's argmax
+  is the token."""
   from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
   from glance_jax.testbed.target_train import ExampleMaker
   from glance_jax.train.batch import collate
@@ -66,8 +68,8 @@ def token_entropies(target, processor, task: str, indices, *, batch: int = 8) ->
   indices = list(indices)
   for s in range(0, len(indices), batch):
     chunk = indices[s: s + batch]
-    recs = [suite_v2.record(task, "heldout", i) for i in chunk]
-    examples = [maker(image, suite_v2.QUESTIONS[task], answer) for _, image, answer in recs]
+    recs = [suite.record(task, "heldout", i) for i in chunk]
+    examples = [maker(image, suite.QUESTIONS[task], answer) for _, image, answer in recs]
     seq = max(e.input_ids.size for e in examples)
     b = collate(examples, cfg, seq_len=seq, max_patches=sum(int(np.prod(e.image_grid_thw)) for e in examples),
                 pad_id=processor.pad_token_id)
@@ -106,7 +108,8 @@ def summarize(records: list[dict]) -> dict:
 def main(argv=None) -> None:
   ap = argparse.ArgumentParser(prog="python -m glance_jax.testbed.probe", description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--target", required=True, help="a v2 target checkpoint directory")
+  ap.add_argument("--target", required=True, help="a v2 or v3 target checkpoint directory")
+  ap.add_argument("--suite", default="v2", choices=("v2", "v3"), help="the suite its records come from")
   ap.add_argument("--records", type=int, default=16, help="held-out records per task (from index 0)")
   ap.add_argument("--json", default=None, help="also write the per-task summary here")
   args = ap.parse_args(argv)
@@ -116,7 +119,8 @@ def main(argv=None) -> None:
   from glance_jax.qwen3_vl.target import load_target
   target = load_target(args.target, dtype=jnp.float32)
   processor = Processor.from_pretrained(args.target)
-  report = {t: summarize(token_entropies(target, processor, t, range(args.records))) for t in suite_v2.TASKS}
+  s = suites.get(args.suite)
+  report = {t: summarize(token_entropies(target, processor, t, range(args.records), suite=s)) for t in s.TASKS}
   print(json.dumps(report, indent=2))
   if args.json:
     with open(args.json, "w") as f:

@@ -240,53 +240,68 @@ _SCENE = {"table": _table_scene, "chart": _chart_scene, "lines": _lines_scene, "
 _DRAW = {"table": _draw_table, "chart": _draw_chart, "lines": _draw_lines, "caption": _draw_caption}
 
 
-def _check(task: str, split: str) -> None:
-  if task not in _SCENE:
-    raise ValueError(f"unknown testbed task {task!r}; expected one of {TASKS}")
-  if split not in SPLITS:
-    raise ValueError(f"unknown testbed split {split!r}; expected one of {SPLITS}")
+@dataclasses.dataclass(frozen=True, eq=False)
+class Stream:
+  """A suite's records as pure functions of (task, split, index): per task a scene, a drawing and an
+  answer function, and the seed rule. Suite v3 (suite_v3.py) is v2's stream with another caption."""
+  version: str
+  scene: dict
+  draw: dict
+  answer: Any
+  rng: Any
+
+  def check(self, task: str, split: str) -> None:
+    if task not in self.scene:
+      raise ValueError(f"unknown testbed task {task!r}; expected one of {tuple(self.scene)}")
+    if split not in SPLITS:
+      raise ValueError(f"unknown testbed split {split!r}; expected one of {SPLITS}")
+
+  def draw_record(self, task: str, split: str, index: int) -> tuple[Scene, PIL.Image.Image, str]:
+    """-> (scene, image, answer) of stream index `index` (no held-out exclusion: see train_record)."""
+    self.check(task, split)
+    rng = self.rng(task, split, index)
+    scene = self.scene[task](rng)
+    image = self.draw[task](scene, rng)
+    return scene, image, self.answer(scene, rng)
+
+  @functools.lru_cache(maxsize=None)
+  def reserved_scenes(self, task: str) -> frozenset:
+    """The scene keys of held-out records 0..HELDOUT_RESERVED-1 (scenes only: cheap, no image)."""
+    return frozenset(self.scene[task](self.rng(task, "heldout", i)).content for i in range(HELDOUT_RESERVED))
+
+  def train_index(self, task: str, index: int) -> int:
+    k = 0
+    while self.scene[task](self.rng(task, "train", index + k * OFFSET)).content in self.reserved_scenes(task):
+      k += 1
+    return index + k * OFFSET
+
+  def record(self, task: str, split: str, index: int) -> tuple[Scene, PIL.Image.Image, str]:
+    """-> (scene, image, answer) of a record: held-out index i as drawn; train index i the first of
+    draws i, i + OFFSET, ... whose scene is not a reserved held-out scene (the one exclusion rule)."""
+    self.check(task, split)
+    if split == "heldout" and not 0 <= index < HELDOUT_RESERVED:
+      raise ValueError(f"held-out index {index} outside the reserved 0..{HELDOUT_RESERVED - 1}")
+    return self.draw_record(task, split, self.train_index(task, index) if split == "train" else index)
+
+  def render(self, task: str, split: str, index: int) -> tuple[PIL.Image.Image, str, str]:
+    """-> (image, question, answer) of one record (v1's signature); deterministic in its arguments."""
+    _, image, answer = self.record(task, split, index)
+    return image, QUESTIONS[task], answer
+
+  def train_record(self, task: str, index: int) -> tuple[PIL.Image.Image, str, str]:
+    """The train stream's record `index`: what the target's batches and the head's prompts read."""
+    return self.render(task, "train", index)
+
+  def write_task(self, task: str, split: str, count: int, out_dir: str | os.PathLike, *, start: int = 0) -> str:
+    """Renders records start..start+count-1 of a task split as PNGs + a JSONL task file (relative
+    image paths); an existing PNG is kept, so an interrupted write resumes. Returns the file's path."""
+    return suite.write_samples(task, split, ((i, (i, *self.render(task, split, i)))
+                                             for i in range(start, start + count)), out_dir)
 
 
-def draw_record(task: str, split: str, index: int) -> tuple[Scene, PIL.Image.Image, str]:
-  """-> (scene, image, answer) of stream index `index` (no held-out exclusion: see train_record)."""
-  _check(task, split)
-  rng = _rng(task, split, index)
-  scene = _SCENE[task](rng)
-  image = _DRAW[task](scene, rng)
-  return scene, image, _answer(scene, rng)
-
-
-@functools.lru_cache(maxsize=None)
-def reserved_scenes(task: str) -> frozenset:
-  """The scene keys of held-out records 0..HELDOUT_RESERVED-1 (scenes only: cheap, no image)."""
-  return frozenset(_SCENE[task](_rng(task, "heldout", i)).content for i in range(HELDOUT_RESERVED))
-
-
-def _train_index(task: str, index: int) -> int:
-  k = 0
-  while _SCENE[task](_rng(task, "train", index + k * OFFSET)).content in reserved_scenes(task):
-    k += 1
-  return index + k * OFFSET
-
-
-def record(task: str, split: str, index: int) -> tuple[Scene, PIL.Image.Image, str]:
-  """-> (scene, image, answer) of a record: held-out index i as drawn; train index i the first of
-  draws i, i + OFFSET, ... whose scene is not a reserved held-out scene (the one exclusion rule)."""
-  _check(task, split)
-  if split == "heldout" and not 0 <= index < HELDOUT_RESERVED:
-    raise ValueError(f"held-out index {index} outside the reserved 0..{HELDOUT_RESERVED - 1}")
-  return draw_record(task, split, _train_index(task, index) if split == "train" else index)
-
-
-def render(task: str, split: str, index: int) -> tuple[PIL.Image.Image, str, str]:
-  """-> (image, question, answer) of one record (v1's signature); deterministic in its arguments."""
-  _, image, answer = record(task, split, index)
-  return image, QUESTIONS[task], answer
-
-
-def train_record(task: str, index: int) -> tuple[PIL.Image.Image, str, str]:
-  """The train stream's record `index`: what the target's batches and the head's prompts read."""
-  return render(task, "train", index)
+STREAM = Stream(VERSION, _SCENE, _DRAW, _answer, _rng)
+draw_record, reserved_scenes, record = STREAM.draw_record, STREAM.reserved_scenes, STREAM.record
+render, train_record, write_task = STREAM.render, STREAM.train_record, STREAM.write_task
 
 
 def record_index(record_id: str) -> int:
@@ -295,10 +310,3 @@ def record_index(record_id: str) -> int:
     return int(record_id.rsplit("-", 1)[1])
   except (IndexError, ValueError):
     raise ValueError(f"record id {record_id!r} is not '<task>-<split>-<index>'") from None
-
-
-def write_task(task: str, split: str, count: int, out_dir: str | os.PathLike, *, start: int = 0) -> str:
-  """Renders records start..start+count-1 of a task split as PNGs + a JSONL task file (relative
-  image paths); an existing PNG is kept, so an interrupted write resumes. Returns the file's path."""
-  return suite.write_samples(task, split, ((i, (i, *render(task, split, i))) for i in range(start, start + count)),
-                             out_dir)

@@ -58,6 +58,11 @@ class TargetTrainConfig:
   save_every: int = 200
   num_heldout: int = 64          # v1: held-out records per task that training must never see
   suite_version: str = "v1"      # "v2": suite_v2, whose train_record does its own exclusion
+  # A second schedule from step `restart_at` (0: none): warm-up to `restart_lr` and a cosine decay
+  # to `steps`, the first one then decaying over restart_at steps. v3 continues v2's 10000 steps on
+  # its redrawn caption this way (v2's late learning rate, 5% of the peak, would barely move it).
+  restart_at: int = 0
+  restart_lr: float = 1e-3
 
 
 def suite_corpus(per_task: int = 400, version: str = "v1") -> list[str]:
@@ -143,11 +148,23 @@ def loss_fn(model, batch: TrainBatch):
   return (ce * mask).sum() / n, acc
 
 
+def learning_rate(cfg: TargetTrainConfig) -> optax.Schedule:
+  """Warm-up and cosine decay to 5% of the peak over `steps` (or over restart_at steps, then a
+  second warm-up and decay from restart_lr to `steps`)."""
+  if not 0 <= cfg.restart_at < cfg.steps:
+    raise ValueError(f"TargetTrainConfig.restart_at {cfg.restart_at} must be in [0, steps={cfg.steps})")
+
+  def phase(peak: float, length: int) -> optax.Schedule:
+    return optax.warmup_cosine_decay_schedule(0.0, peak, min(cfg.warmup, max(1, length // 10)), length, peak * 0.05)
+  if not cfg.restart_at:
+    return phase(cfg.lr, cfg.steps)
+  return optax.join_schedules([phase(cfg.lr, cfg.restart_at), phase(cfg.restart_lr, cfg.steps - cfg.restart_at)],
+                              [cfg.restart_at])
+
+
 def make_optimizer(cfg: TargetTrainConfig) -> optax.GradientTransformation:
-  warmup = min(cfg.warmup, max(1, cfg.steps // 10))
-  sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warmup, cfg.steps, cfg.lr * 0.05)
   return optax.chain(optax.clip_by_global_norm(1.0),
-                     optax.adamw(sched, b1=0.9, b2=0.98, weight_decay=cfg.weight_decay))
+                     optax.adamw(learning_rate(cfg), b1=0.9, b2=0.98, weight_decay=cfg.weight_decay))
 
 
 def make_step(graphdef, tx):
