@@ -318,12 +318,14 @@ def test_table_auto_plain_ar_is_a_boolean(tmp_path):
 
 
 def test_builtin_tables_by_batch():
-  """A call at batch B reads the built-in table measured at the largest batch <= B; both ship in the
-  wheel (pyproject package-data)."""
+  """A call at batch B reads the built-in table measured at the largest batch <= B (1, 2, 4, 8); all
+  ship in the wheel (pyproject package-data)."""
   import tomllib
   from pathlib import Path
-  one, eight = budget.default_round_cost(1), budget.default_round_cost(8)
-  assert one.meta["batch"] == 1 and eight.meta["batch"] == 8 and budget.default_round_cost(5) is one
-  assert budget.default_round_cost(32) is eight and not one.plain_ar
+  one, two, four, eight = (budget.default_round_cost(b) for b in (1, 2, 4, 8))
+  assert [t.meta["batch"] for t in (one, two, four, eight)] == [1, 2, 4, 8]
+  assert budget.default_round_cost(3) is two and budget.default_round_cost(7) is four
+  assert budget.default_round_cost(32) is eight and budget.default_round_cost(0) is one
+  assert not one.plain_ar and not two.plain_ar and four.plain_ar and eight.plain_ar
   data = tomllib.loads((Path(budget.__file__).resolve().parents[2] / "pyproject.toml").read_text())
   assert "*.json" in data["tool"]["setuptools"]["package-data"]["glance_jax.decode"]

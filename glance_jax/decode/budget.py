@@ -174,7 +174,7 @@ FORCE_COST = 1e6              # RoundCost.force: the cost of every width but the
 DEFAULT_TABLE = pathlib.Path(__file__).resolve().parent / "round_cost_default.json"
 # built-in tables by the batch they were measured at (testbed shapes, CPU); a call at batch B reads the
 # one measured at the largest batch <= B
-DEFAULT_TABLES = {1: DEFAULT_TABLE, 8: DEFAULT_TABLE.with_name("round_cost_default_b8.json")}
+DEFAULT_TABLES = {1: DEFAULT_TABLE, **{b: DEFAULT_TABLE.with_name(f"round_cost_default_b{b}.json") for b in (2, 4, 8)}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,8 +302,8 @@ def _width_map(data: dict, key: str, path: str) -> dict[int, float]:
 def default_round_cost(batch: int = 1) -> RoundCost:
   """The built-in table measured at the largest batch <= `batch` (DEFAULT_TABLES), read once per
   process (generate() asks for it on every ngram and auto call, and a file read per call is time the
-  bench charges to the method). At batch 8 on the testbed its replay says no width beats AR
-  (`auto_plain_ar`), so glance-auto runs the AR loop there."""
+  bench charges to the method). On the testbed the replay compiles width 15 at batch 1 and 2 and
+  says no width beats AR at batch 4 and 8 (`auto_plain_ar`: glance-auto runs the AR loop there)."""
   return _read_default(DEFAULT_TABLES[max(b for b in DEFAULT_TABLES if b <= max(int(batch), 1))])
 
 
