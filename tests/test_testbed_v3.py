@@ -1,6 +1,7 @@
 """Testbed suite v3: v2's grounded records seed for seed, a caption whose unclear shapes are faint
 or hidden (uncertain over article, colour and kind), mentioned in reading order without forks
-other than the phrasing; scored mention by mention; the target's restarted learning rate."""
+other than the phrasing; scored mention by mention; the target's restarted learning rate. Suite v4:
+v3's caption with 3-4 shapes and their cells, about twice as long."""
 
 import numpy as np
 import optax
@@ -94,3 +95,20 @@ def test_v3_build_spec_and_head_config():
   head = load_config(str(spec.head_config))
   assert head.task_files[-1].endswith("runs/testbed_v3/data/caption_train.jsonl")
   assert head.steps == load_config(str(build.BUILDS["v2"].head_config)).steps     # v2's recipe
+
+
+def test_v4_caption_is_v3s_longer_with_cells():
+  from glance_jax.testbed import suite_v4
+  assert suites.get("v4") is suite_v4
+  for task in suite_v2.GROUNDED:
+    assert suite_v4.render(task, "heldout", 5)[2] == suite_v2.render(task, "heldout", 5)[2]
+  lengths = []
+  for i in range(40):
+    scene, _, ans = suite_v4.record("caption", "heldout", i)
+    assert 3 <= len(scene.fields) <= 4 and scene.draw["cells"] == sorted(scene.draw["cells"])
+    for f, cell in zip(scene.fields, scene.draw["cells"]):
+      assert f"{f} in cell {cell + 1}" in ans, ans
+    assert [" ".join(m) for m in evaluate._MENTION.findall(ans)] == list(scene.fields)
+    lengths.append(len(ans))
+  assert np.mean(lengths) > 1.8 * np.mean([len(suite_v3.render("caption", "heldout", i)[2]) for i in range(40)])
+  assert suite_v4.train_record("caption", 3)[2] == suite_v4.render("caption", "train", 3)[2]

@@ -1,6 +1,6 @@
 """Rebuilds the shipped CPU testbed from nothing, in one command:
 
-    python -m glance_jax.testbed.build              # suite v2 into testbed/; ~1.5 h on 2 CPU cores; resumes
+    python -m glance_jax.testbed.build              # suite v4 into testbed/; ~3 h on 2 CPU cores; resumes
     python -m glance_jax.testbed.build --stages eval  # just re-score the shipped target
     python -m glance_jax.testbed.build --suite v1   # the first suite (certain grounded answers) into
                                                     # runs/testbed_v1/testbed (docs/testbed.md)
@@ -9,12 +9,12 @@ Stages (each resumes or skips what is done):
   tasks   held-out task files + PNGs into testbed/tasks/ (shipped), train prompts into the workdir
   target  trains the small Qwen3-VL target (glance_jax/testbed/target_train.py) -> testbed/target/
           (HF layout: config.json, model.safetensors in bf16, tokenizer, chat template, preprocessor)
-  head    `train.py --config configs/train_testbed_v2.py` (v1: train_testbed.py): regenerates the
+  head    `train.py --config configs/train_testbed_v4.py` (v1: train_testbed.py): regenerates the
           target's answers to the train prompts and trains the GLANCE head on them -> testbed/head/
           (DFlash layout, bf16)
   eval    held-out accuracy of the target -> testbed/eval.json
 
-A v2 build also writes suite.json ({"suite_version": "v2"}) into its output; a directory without
+A v2-v4 build also writes suite.json ({"suite_version": ...}) into its output; a directory without
 one is v1, and a build refuses to add stages of one suite to a directory built with the other.
 """
 
@@ -50,22 +50,26 @@ class BuildSpec:
 
 
 BUILDS = {
-    # v2 (issue 14, docs/testbed_v2.md) is what testbed/ ships; v1 builds beside it.
-    # v2's longest prompt + answer is 84 tokens (table) with a v2 tokenizer: 96 leaves room for
-    # a tokenizer that merges less, rather than a crash mid-build. 10000 target steps: the shipped
-    # target's total (docs/testbed_v2.md: its first 5200 read an older chart layout).
-    "v2": BuildSpec("v2", paths.REPO / "configs" / "train_testbed_v2.py", str(paths.SHIPPED), "runs/testbed",
+    # v4 (suite_v4.py, docs/testbed_v2.md#suite-v4-the-shipped-testbed) is what testbed/ ships; the
+    # others build beside it. Longest prompt + answer: 84 tokens (v2's table; v4's caption 83) with
+    # the v2 tokenizer: 96 leaves room for a tokenizer that merges less, rather than a crash mid-build.
+    # The shipped v4 target: v2's 10000 steps (its first 5200 on an older chart layout), 2000 on
+    # suite v3 and 2000 on v4, each continuation from a restarted learning rate; from nothing, this
+    # recipe trains 12000 steps on v4, then 2000 from the restart.
+    "v4": BuildSpec("v4", paths.REPO / "configs" / "train_testbed_v4.py", str(paths.SHIPPED), "runs/testbed_v4",
+                    heldout_per_task=64, target=(("seq_len", 96), ("steps", 14000), ("restart_at", 12000),
+                                                 ("restart_lr", 1e-3))),
+    "v2": BuildSpec("v2", paths.REPO / "configs" / "train_testbed_v2.py", "runs/testbed_v2/testbed", "runs/testbed",
                     target=(("seq_len", 96), ("steps", 10000))),
     "v1": BuildSpec("v1", HEAD_CONFIG, "runs/testbed_v1/testbed", "runs/testbed_v1"),
-    # v3 (suite_v3.py): v2's schedule for 10000 steps, then 2000 more from a restarted learning rate
-    # (the candidate caption, docs/testbed_v2.md). Its default output is beside the shipped one.
+    # v3 (suite_v3.py): v2's schedule for 10000 steps, then 2000 more from a restarted learning rate.
     "v3": BuildSpec("v3", paths.REPO / "configs" / "train_testbed_v3.py", "runs/testbed_v3/testbed",
                     "runs/testbed_v3", target=(("seq_len", 96), ("steps", 12000), ("restart_at", 10000),
                                                ("restart_lr", 1e-3))),
 }
 
 
-def build_tasks(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BUILDS["v2"]) -> None:
+def build_tasks(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BUILDS["v4"]) -> None:
   if spec.version == "v1":
     excluded = suite.heldout_answers(spec.heldout_per_task)
     for task in suite.TASKS:
@@ -80,7 +84,7 @@ def build_tasks(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BUIL
 
 
 def build_target(out: pathlib.Path, workdir: pathlib.Path, steps: int | None = None,
-                 spec: BuildSpec = BUILDS["v2"]) -> None:
+                 spec: BuildSpec = BUILDS["v4"]) -> None:
   import jax.numpy as jnp
   from glance_jax.testbed.target_train import TargetTrainConfig, train_target
   cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version, **dict(spec.target))
@@ -90,7 +94,7 @@ def build_target(out: pathlib.Path, workdir: pathlib.Path, steps: int | None = N
 
 
 def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
-               spec: BuildSpec = BUILDS["v2"]) -> None:
+               spec: BuildSpec = BUILDS["v4"]) -> None:
   from glance_jax.train.config import apply_overrides, load_config
   from glance_jax.train.driver import train
   tasks = ",".join(str(workdir / "data" / f"{t}_train.jsonl") for t in suites.get(spec.version).TASKS)
@@ -107,7 +111,7 @@ def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
   save_head(dest, head.config, jax.device_get(head.params), dtype=jnp.bfloat16)
 
 
-def build_eval(out: pathlib.Path, spec: BuildSpec = BUILDS["v2"]) -> dict:
+def build_eval(out: pathlib.Path, spec: BuildSpec = BUILDS["v4"]) -> dict:
   import jax.numpy as jnp
   from glance_jax.data.records import read_task_file
   from glance_jax.qwen3_vl.inputs import Processor
@@ -125,15 +129,16 @@ def build_eval(out: pathlib.Path, spec: BuildSpec = BUILDS["v2"]) -> dict:
 def main(argv=None) -> None:
   ap = argparse.ArgumentParser(prog="python -m glance_jax.testbed.build", description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--suite", default="v2", choices=suites.VERSIONS,
-                  help="task suite version (v2: the shipped testbed, docs/testbed_v2.md; v1: the first suite)")
-  ap.add_argument("--out", default=None, help="where the testbed goes (default: testbed/ for v2, "
-                  "runs/testbed_v1/testbed for v1)")
+  ap.add_argument("--suite", default="v4", choices=suites.VERSIONS,
+                  help="task suite version (v4: the shipped testbed, docs/testbed_v2.md; v2, v3: its "
+                       "predecessors; v1: the first suite)")
+  ap.add_argument("--out", default=None, help="where the testbed goes (default: testbed/ for v4, "
+                  "runs/testbed_<version>/testbed for the others)")
   ap.add_argument("--workdir", default=None, help="intermediate state, resumable (default: runs/testbed "
                   "for v2, runs/testbed_v1 for v1)")
   ap.add_argument("--stages", default=",".join(STAGES), help="comma-separated subset of " + ",".join(STAGES))
   ap.add_argument("--target-steps", type=int, default=None, help="override the target's training steps")
-  ap.add_argument("--heldout", type=int, default=None, help=f"held-out prompts per task (default {HELDOUT_PER_TASK})")
+  ap.add_argument("--heldout", type=int, default=None, help=f"held-out prompts per task (default: v4 64, the others {HELDOUT_PER_TASK})")
   ap.add_argument("--train-prompts", type=int, default=None,
                   help=f"train prompts per task for the head (default {TRAIN_PER_TASK})")
   ap.add_argument("head_overrides", nargs="*", help="key=value overrides of configs/train_testbed.py")

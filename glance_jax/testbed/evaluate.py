@@ -102,11 +102,11 @@ def greedy_answers(target, processor, records: list[PromptRecord], *, max_new_to
 def heldout_accuracy(target, processor, records_by_task: dict[str, list[PromptRecord]], *,
                      max_new_tokens: int = 64, suite_version: str = "v1") -> dict[str, dict[str, float]]:
   """Per task: mean exact match and mean fields (grounded) / content (caption) score, and n
-  (v2, v3: pool_scores_v2 of score_v2 against each record's scene, found from its id)."""
+  (v2 and later: pool_scores_v2 of score_v2 against each record's scene, found from its id)."""
   report = {}
   for task, records in records_by_task.items():
     answers = greedy_answers(target, processor, records, max_new_tokens=max_new_tokens)
-    if suite_version in ("v2", "v3"):
+    if suite_version != "v1":
       from glance_jax.testbed import suites
       s = suites.get(suite_version)
       scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in records]

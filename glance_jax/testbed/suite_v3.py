@@ -48,8 +48,9 @@ def _rng(task: str, split: str, index: int) -> np.random.Generator:
   return np.random.default_rng([salt, index])
 
 
-def _caption_scene(rng) -> Scene:
-  n = int(rng.integers(2, 4))
+def _caption_scene(rng, shapes: tuple[int, int] = (2, 4)) -> Scene:
+  """2-3 shapes (v4: `shapes` = (3, 5), 3-4), each with a style of CAPTION_STYLES."""
+  n = int(rng.integers(*shapes))
   cells = sorted(int(c) for c in rng.choice(4, n, replace=False))        # reading order
   colors = [list(COLORS)[rng.integers(len(COLORS))] for _ in range(n)]
   kinds = [SHAPES[rng.integers(len(SHAPES))] for _ in range(n)]

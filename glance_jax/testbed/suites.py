@@ -1,6 +1,6 @@
 """Testbed suite versions: "v1" (suite.py, the first testbed), "v2" (suite_v2.py, issue 14:
 uncertain fields in every task) and "v3" (suite_v3.py: v2 with a caption whose uncertainty runs over
-several tokens). A built testbed directory records its
+several tokens) and "v4" (suite_v4.py: v3 with a longer caption). A built testbed directory records its
 version in suite.json; a directory without one is v1 (the testbed shipped before versions)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pathlib
 from types import ModuleType
 
-VERSIONS = ("v1", "v2", "v3")
+VERSIONS = ("v1", "v2", "v3", "v4")
 MARKER = "suite.json"
 
 
@@ -24,6 +24,9 @@ def get(version: str) -> ModuleType:
   if version == "v3":
     from glance_jax.testbed import suite_v3
     return suite_v3
+  if version == "v4":
+    from glance_jax.testbed import suite_v4
+    return suite_v4
   raise ValueError(f"unknown testbed suite version {version!r}; expected one of {VERSIONS}")
 
 
