@@ -75,9 +75,14 @@ def _font(size: int = 15):
   return PIL.ImageFont.load_default(size=size)
 
 
-def _rng(task: str, split: str, index: int) -> np.random.Generator:
-  salt = int.from_bytes(hashlib.sha256(f"v2/{task}/{split}".encode()).digest()[:4], "little")
+def salted_rng(version: str, task: str, split: str, index: int) -> np.random.Generator:
+  """The record's generator: seeded by (hash of "<version>/<task>/<split>", index)."""
+  salt = int.from_bytes(hashlib.sha256(f"{version}/{task}/{split}".encode()).digest()[:4], "little")
   return np.random.default_rng([salt, index])
+
+
+def _rng(task: str, split: str, index: int) -> np.random.Generator:
+  return salted_rng("v2", task, split, index)
 
 
 @dataclasses.dataclass(frozen=True)

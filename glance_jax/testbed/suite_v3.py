@@ -24,8 +24,6 @@ records never coincide with v2's. Held-out exclusion is v2's one rule (suite_v2.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from glance_jax.testbed import suite, suite_v2
@@ -44,8 +42,7 @@ _PATCH = (185, 185, 185)
 def _rng(task: str, split: str, index: int) -> np.random.Generator:
   if task != "caption":          # v2's records, seed for seed
     return suite_v2._rng(task, split, index)
-  salt = int.from_bytes(hashlib.sha256(f"v3/{task}/{split}".encode()).digest()[:4], "little")
-  return np.random.default_rng([salt, index])
+  return suite_v2.salted_rng("v3", task, split, index)
 
 
 def _caption_scene(rng, shapes: tuple[int, int] = (2, 4)) -> Scene:

@@ -12,8 +12,6 @@ the caption's seeds are salted "v4/".
 from __future__ import annotations
 
 import functools
-import hashlib
-
 import numpy as np
 
 from glance_jax.testbed import suite_v2, suite_v3
@@ -28,8 +26,7 @@ VERSION = "v4"
 def _rng(task: str, split: str, index: int) -> np.random.Generator:
   if task != "caption":
     return suite_v2._rng(task, split, index)
-  salt = int.from_bytes(hashlib.sha256(f"v4/{task}/{split}".encode()).digest()[:4], "little")
-  return np.random.default_rng([salt, index])
+  return suite_v2.salted_rng("v4", task, split, index)
 
 
 def _caption_answer(s: Scene, rng) -> str:
