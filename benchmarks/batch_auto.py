@@ -3,7 +3,7 @@
     python benchmarks/batch_auto.py [--rows 8] [--repeats 3] [--max-new-tokens 64] [--json OUT]
 
 Per task, the first `rows` held-out prompts run once as one batch and once as `rows` batch-1 calls;
-repeats interleaved (method order rotated per repeat); compile excluded (one warm-up each). Time is
+repeats interleaved (a fresh seeded method order per repeat); compile excluded (one warm-up each). Time is
 generate() end to end (prefill + loop + copy back). Reported: tokens/s at batch `rows` over tokens/s
 at batch 1 (median over repeats), and whether every batch row equals its batch-1 output. glance-auto
 uses the built-in cost table of each call's batch (budget.default_round_cost: batch 1 and batch 8
@@ -39,7 +39,7 @@ def main(argv=None) -> dict:
   p.add_argument("--round-cost-batch", help="cost table for glance-auto's batch calls (default: the built-in one)")
   args = p.parse_args(argv)
 
-  from glance_jax.bench.runner import rotation
+  from glance_jax.bench.runner import run_order
   from glance_jax.bench.tasks import load_tasks
   from glance_jax.decode.generate import Head, generate
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
@@ -74,7 +74,7 @@ def main(argv=None) -> dict:
     times = {label: {"b": [], "1": []} for label in METHODS}
     equal, tokens, used = {}, {}, {}
     for r in range(args.repeats):
-      for label in rotation(list(METHODS), r):
+      for label in run_order(list(METHODS), r):
         t0 = time.perf_counter()
         res_b = run(label, batch)
         times[label]["b"].append(time.perf_counter() - t0)

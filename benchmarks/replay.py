@@ -12,7 +12,7 @@ accepting exactly its recorded length through an oracle drafter, at the recorded
 accepted lengths (and auto's widths) == the recorded ones. Prompts: random text around one 64x96
 image, --context tokens (round_cost.py's prompt), one per (task, k); no stop token.
 
-Timing: for each prompt and repeat, AR and every method once, order rotated (as decode.py bench);
+Timing: for each prompt and repeat, AR and every method once, in a fresh seeded order (as decode.py bench);
 a prompt's time is its mean over repeats; speedup = sum of AR's times / sum of the method's
 (every run emits the same tokens). End to end = prefill + loop + copy back; loop = the decode loop
 alone. Predicted (round_cost's model): tokens / sum over rounds of t(w) / t_AR with t from a cost
@@ -36,7 +36,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/replay.py`
 import numpy as np  # noqa: E402
 
 from glance_jax.bench import replay, timing  # noqa: E402
-from glance_jax.bench.runner import rotation  # noqa: E402
+from glance_jax.bench.runner import run_order  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_BENCH = ROOT / "testbed" / "results" / "bench.json"
@@ -200,7 +200,7 @@ def main(argv=None) -> dict:
     for k in range(args.prompts):
       cur = {s.label: ([], []) for s in active}
       for r in range(args.repeats):
-        for s in rotation(active, k * args.repeats + r):
+        for s in run_order(active, k * args.repeats + r):
           dt, lp, acc, wid = one((t, k), s)
           cur[s.label][0].append(dt)
           cur[s.label][1].append(lp)

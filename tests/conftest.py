@@ -10,3 +10,20 @@ the CPU backend alone is asked for; tests/test_aot.py compiles for TPU topologie
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import gc  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+  """Drops jax's compiled programs after each test module. XLA:CPU maps each executable's code into
+  the process (several maps a program); over the whole suite one process reached ~60k maps, at
+  vm.max_map_count (65530 by default) an mmap fails and the next compile aborts or segfaults.
+  Programs shared across modules are recompiled instead (a few seconds)."""
+  yield
+  import sys
+  if "jax" in sys.modules:
+    sys.modules["jax"].clear_caches()
+  gc.collect()

@@ -27,7 +27,9 @@ def _run(*args, out=None):
 
 @needs_libtpu
 def test_every_program_compiles_for_v5e(tmp_path):
-  r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--train-mesh", "1,4,1", out=tmp_path)
+  # glance31 is glance15's program at another static width (compiled by `python -m glance_jax.aot`)
+  r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--train-mesh", "1,4,1",
+           "--methods", "ar,ngram,chain,glance15,glance63", out=tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
   rep = json.loads((tmp_path / "report.json").read_text())
   assert rep["meta"]["devices"] == 4 and rep["meta"]["device_kind"] == "TPU v5 lite"
@@ -35,8 +37,7 @@ def test_every_program_compiles_for_v5e(tmp_path):
   failed = {n: p["error"] for n, p in rows.items() if "error" in p}
   assert not failed, failed
   want = ["prefill.b1", "ar_step.b1", "regen.prefill.b4", "regen.loop.b4", "train.1x4x1.g2"]
-  want += [f"{k}.{m}.b1" for k in ("round", "loop") for m in ("ar", "ngram", "chain", "glance15", "glance31",
-                                                                "glance63")]
+  want += [f"{k}.{m}.b1" for k in ("round", "loop") for m in ("ar", "ngram", "chain", "glance15", "glance63")]
   assert sorted(want) == sorted(rows), sorted(rows)
   for name, p in rows.items():
     assert p["argument_bytes"] > 0 and p["temp_bytes"] >= 0 and p["fits"], (name, p)

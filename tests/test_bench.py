@@ -1,8 +1,10 @@
 """decode.py bench: one reduced run end to end on the embedded tiny default (2 good task files, one
 with a row whose image is missing, an empty file and a missing file), checked against the report
 schema, for losslessness and for the markdown table; bad input is a clear error that leaves the
-other tasks running; the statistics detect what they claim to (mismatches, rotation, padding)."""
+other tasks running; the statistics detect what they claim to (mismatches, interleaving order,
+padding)."""
 
+import collections
 import contextlib
 import copy
 import io
@@ -241,7 +243,7 @@ def test_padding_keeps_the_tokens(bench):
   np.testing.assert_array_equal(out[0], out[1])
 
 
-def test_mismatch_and_rotation_are_detected():
+def test_mismatch_and_interleaving_order():
   """The lossless flag and the interleaving order, on hand-made runs."""
   ms = [runner.Method("ar", "ar", 1), runner.Method("glance-15", "glance", 15)]
   tok = np.array([5, 6, 7])
@@ -257,10 +259,35 @@ def test_mismatch_and_rotation_are_detected():
   assert s["ar"]["lossless"]
   runs["ar"][1].stable = False   # AR itself not repeatable: nothing can be called lossless there
   assert not rep.task_stats(runs, ms, ["p0", "p1"])["ar"]["lossless"]
-  m3 = [runner.Method(x, "ar", 1) for x in "abc"]
-  orders = [[m.label for m in runner.rotation(m3, k)] for k in range(3)]
-  assert orders == [list("abc"), list("bca"), list("cab")]
+  # interleaving: a seeded permutation per run, so every method follows every other about equally
+  # often (a rotation would give each method one fixed predecessor, and its cache state a bias)
+  m4 = [runner.Method(x, "ar", 1) for x in "abcd"]
+  orders = [[m.label for m in runner.run_order(m4, k)] for k in range(480)]
+  assert all(sorted(o) == list("abcd") for o in orders)
+  assert orders[:5] == [[m.label for m in runner.run_order(m4, k)] for k in range(5)]   # reproducible
+  assert orders != [[m.label for m in runner.run_order(m4, k, seed=1)] for k in range(480)]
+  follows = collections.Counter((o[j - 1], o[j]) for o in orders for j in range(1, 4))
+  # 480 runs x 3 adjacent pairs over 12 ordered pairs: 120 expected each
+  assert set(follows) == {(x, y) for x in "abcd" for y in "abcd" if x != y}
+  assert all(80 <= n <= 160 for n in follows.values()), follows
+  assert all(80 <= sum(o[0] == x for o in orders) <= 160 for x in "abcd")      # each goes first ~1/4
   with pytest.raises(ValueError, match="unknown method 'fast'.*glance-N"):
     runner.parse_methods("ar,fast", [15])
   assert [m.label for m in runner.parse_methods("glance,chain,glance-31", [15, 63])] == [
       "ar", "glance-15", "glance-63", "chain", "glance-31"]
+
+
+def test_map_headroom_warning_names_the_limit(tmp_path, monkeypatch):
+  """XLA:CPU maps each compiled kernel: near vm.max_map_count the next compile aborts the process,
+  so the bench says so after its warm-up (read from /proc; silent where /proc is absent)."""
+  maps, limit = tmp_path / "maps", tmp_path / "max_map_count"
+  limit.write_text("100\n")
+  maps.write_text("x\n" * 60)
+  monkeypatch.setattr(runner, "MAP_COUNT_FILE", str(maps))
+  monkeypatch.setattr(runner, "MAP_LIMIT_FILE", str(limit))
+  assert runner.map_headroom_warning() is None                    # 60 of 100: below 3/4
+  maps.write_text("x\n" * 80)
+  w = runner.map_headroom_warning()
+  assert "80 of vm.max_map_count = 100" in w and "sysctl -w vm.max_map_count" in w
+  monkeypatch.setattr(runner, "MAP_LIMIT_FILE", str(tmp_path / "absent"))
+  assert runner.map_headroom_warning() is None

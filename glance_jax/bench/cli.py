@@ -208,6 +208,9 @@ def run(args) -> dict[str, Any]:
   compile_s = time.perf_counter() - t0
   for e in probs:
     _say(e["message"], progress)
+  maps = runner.map_headroom_warning()
+  if maps:
+    _say(f"warning: {maps}", progress)
   errors += probs
 
   runs_by_task, tasks_out, times_by_task = {}, {}, {}

@@ -7,8 +7,9 @@ lengths onto one shape, and (2) before any timing, one warm-up generate() runs p
 distinct input shape (padded length, pixel rows, image grids) over all tasks. No compile then
 happens inside a timed call.
 
-Timing. For each prompt, for each repeat, every method runs once, in an order rotated by one per
-(prompt, repeat), so slow phases of a shared machine hit all methods alike. Batch 1. The time is
+Timing. For each prompt, for each repeat, every method runs once, in a fresh seeded random order per
+(prompt, repeat) (`run_order`), so slow phases of a shared machine, and the caches one method's run
+leaves to the next, hit all methods alike. Batch 1. The time is
 time.perf_counter() around generate(), which returns host numpy arrays, so it covers prefill, the
 whole decode loop and the copies back.
 """
@@ -170,6 +171,29 @@ def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
                   method=m.method, budget=m.budget, **kw)
 
 
+MAP_COUNT_FILE, MAP_LIMIT_FILE = "/proc/self/maps", "/proc/sys/vm/max_map_count"
+
+
+def map_headroom_warning(share: float = 0.75) -> str | None:
+  """A warning when this process holds more than `share` of the kernel's memory-map limit, else None
+  (also None where /proc is absent). XLA:CPU maps every compiled kernel into the process (~1000 maps
+  for one decode loop at the testbed size) and the bench keeps every method x shape compiled, so a
+  long method list or many prompt shapes can reach vm.max_map_count (65530 by default), where the
+  next compile aborts the process instead of failing cleanly."""
+  try:
+    with open(MAP_COUNT_FILE) as f:
+      used = sum(1 for _ in f)
+    with open(MAP_LIMIT_FILE) as f:
+      limit = int(f.read().split()[0])
+  except (OSError, ValueError, IndexError):
+    return None
+  if used <= share * limit:
+    return None
+  return (f"this process holds {used} of vm.max_map_count = {limit} memory maps after compiling (XLA:CPU maps "
+          "each compiled kernel); a further compile may abort the run: raise the limit (sysctl -w "
+          "vm.max_map_count=262144) or bench fewer methods, budgets or prompt shapes (--pad-multiple)")
+
+
 def warm_up(target, head, prompts: dict[str, list[Prompt]], methods: list[Method], kw: dict[str, Any],
             progress=None) -> list[dict[str, Any]]:
   """One generate() per method and distinct input shape (compiles everything before timing).
@@ -206,9 +230,14 @@ def num_signatures(prompts: dict[str, list[Prompt]]) -> int:
   return len({p.signature for ps in prompts.values() for p in ps})
 
 
-def rotation(methods: Sequence[Method], k: int) -> list[Method]:
-  k %= len(methods)
-  return list(methods[k:]) + list(methods[:k])
+def run_order(items: Sequence, k: int, seed: int = 0) -> list:
+  """The order of interleaved run `k` (e.g. prompt i, repeat r: k = i * repeats + r): a fresh
+  permutation per k, seeded, so a rerun times in the same order. Every item follows every other
+  about equally often. A cyclic rotation (the order here until 2026-12-01) gives each item the same
+  predecessor in every run, and the cache state a predecessor leaves (a wide tree's buffers, a
+  larger program) was then a bias of up to ~2% on one method, not noise."""
+  rng = np.random.default_rng((int(seed), int(k)))
+  return [items[j] for j in rng.permutation(len(items))]
 
 
 def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: dict[str, Any], *,
@@ -222,7 +251,7 @@ def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: di
       progress.describe(f"{p.task} {i + 1}/{len(prompts)}")
     cur: dict[str, PromptRun] = {}
     for r in range(repeats):
-      for m in rotation(methods, i * repeats + r):
+      for m in run_order(methods, i * repeats + r):
         t0 = time.perf_counter()
         res = _generate(target, head, p, m, kw)
         dt = time.perf_counter() - t0

@@ -8,7 +8,7 @@
    choice), per round = loop seconds / rounds, for every glance-auto width and every ngram width,
    glance-auto's in the loop it runs under the base table (its paying widths plus the forced one,
    the tree as wide as the widest of them; --full-tree: every width, a 63-node tree),
-   over the testbed's train prompts, against AR's loop; runs interleaved (order rotated per prompt
+   over the testbed's train prompts, against AR's loop; runs interleaved (a fresh random order per prompt
    and repeat), ratio of sums. A round's cost here is what the loop pays: draft, tree, the switch,
    verify, walk, commit and the records, not a sum of separately timed parts.
 2. Calibration (`calibration: {predicted, observed}`): glance at the widest budget records, per
@@ -139,7 +139,7 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
   tree. fixed: also time plain glance at these budgets (one width, no choice; `fixed_t_over_ar`), what
   auto's flexibility is measured against. sets: compiled sets S to time each w of in S's own loop
   (module doc, 3.; `set_t_over_ar`: {"15,31": {w: t_S(w)}}); only_sets: time AR and the sets only."""
-  from glance_jax.bench.runner import rotation
+  from glance_jax.bench.runner import run_order
   from glance_jax.decode import budget as budget_lib
   from glance_jax.decode.generate import generate
   depth = head.config.block_size - 1
@@ -178,7 +178,7 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
   t0 = time.perf_counter()
   for i, p in enumerate(prompts):
     for r in range(reps):
-      for c in rotation(configs, i * reps + r):
+      for c in run_order(configs, i * reps + r):
         s, n = run(p, *c)
         secs[c] += s
         rounds[c] += n
