@@ -121,6 +121,7 @@ def test_zero_context_ablation_reaches_the_head_and_stays_lossless(bench):
   glance-63's (same prompt, same root, same head params: only the conditioning differs)."""
   r = bench["report"]
   assert r["config"]["ablate"] == "zero-context"
+  assert r["config"]["timing"] == "hot"
   m = {x["label"]: x for x in r["methods"]}["glance-63[zero-context]"]
   assert (m["method"], m["budget"], m["ablate"]) == ("glance", 63, "zero-context")
   for name, t in r["tasks"].items():
@@ -291,3 +292,28 @@ def test_map_headroom_warning_names_the_limit(tmp_path, monkeypatch):
   assert "80 of vm.max_map_count = 100" in w and "sysctl -w vm.max_map_count" in w
   monkeypatch.setattr(runner, "MAP_LIMIT_FILE", str(tmp_path / "absent"))
   assert runner.map_headroom_warning() is None
+
+
+def test_hot_timing_warms_each_method_then_times_its_repeats(monkeypatch):
+  """hot: per prompt, each method (in a seeded random order) once untimed, then its repeats back to
+  back; cold: every call after another method's, each repeat a fresh order."""
+  calls = []
+
+  def fake(target, head, p, m, kw):
+    calls.append((p, m.label))
+    return types.SimpleNamespace(tokens=[np.array([1, 2])], accepted=[np.zeros(1, int)], root_entropy=[np.ones(1)],
+                                 record_widths=(), predicted=None, observed=None, widths=None)
+
+  monkeypatch.setattr(runner, "_generate", fake)
+  ms = [runner.Method(x, "ar", 1) for x in "abc"]
+  runs = runner.time_task(None, None, ["p0", "p1"], ms, {}, repeats=3)
+  assert len(calls) == 2 * 3 * 4 and all(len(runs[m.label][i].times) == 3 for m in ms for i in range(2))
+  for i, prompt in enumerate(["p0", "p1"]):
+    mine = [label for p, label in calls[i * 12:(i + 1) * 12]]
+    assert all(p == prompt for p, _ in calls[i * 12:(i + 1) * 12])
+    order = [m.label for m in runner.run_order(ms, i)]
+    assert mine == [x for x in order for _ in range(4)]          # warm call + 3 timed, back to back
+  calls.clear()
+  runs = runner.time_task(None, None, ["p0"], ms, {}, repeats=2, hot=False)
+  assert [label for _, label in calls] == [m.label for r in range(2) for m in runner.run_order(ms, r)]
+  assert all(len(runs[m.label][0].times) == 2 for m in ms)

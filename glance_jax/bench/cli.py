@@ -92,6 +92,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--max-new-tokens", type=int, default=64)
   p.add_argument("--limit", type=int, default=None, help="first N prompts of each task")
   p.add_argument("--repeats", type=int, default=3, help="timed runs per prompt and method")
+  p.add_argument("--cold", action="store_true", help="time each call right after another method's (per "
+                 "prompt and repeat, every method once in a fresh order) instead of hot: one untimed call, "
+                 "then the repeats back to back (bench/runner.py time_task)")
   p.add_argument("--seed", type=int, default=0, help="random head, sampling key and bootstrap seed")
   p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
   p.add_argument("--pad-multiple", type=int, default=PAD_MULTIPLE,
@@ -221,7 +224,8 @@ def run(args) -> dict[str, Any]:
       _say(e["message"], progress)
       errors.append(e)
       continue
-    runs = runner.time_task(target, head, ps, methods, kw, repeats=args.repeats, progress=progress)
+    runs = runner.time_task(target, head, ps, methods, kw, repeats=args.repeats, progress=progress,
+                            hot=not args.cold)
     ids = [p.id for p in ps]
     runs_by_task[t.name] = runs
     times_by_task[t.name] = rep.scaled_times(runs)
@@ -256,7 +260,8 @@ def run(args) -> dict[str, Any]:
                  "budgets": [b for b in args.budgets if b != "auto"], "round_cost": args.round_cost,
                  "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,
                  "seed": args.seed, "dtype": args.dtype, "pad_multiple": args.pad_multiple,
-                 "block_size": block_size, "image_test": bool(args.image_test), "ablate": args.ablate},
+                 "block_size": block_size, "image_test": bool(args.image_test), "ablate": args.ablate,
+                 "timing": "cold" if args.cold else "hot"},
       "environment": {"jax": jax.__version__, "backend": jax.default_backend(),
                       "device": str(jax.devices()[0].device_kind), "cpu_count": os.cpu_count(),
                       "compiles": n_sig * len(methods), "compile_s": compile_s, "wall_s": 0.0},

@@ -264,6 +264,8 @@ SCHEMA = {
     "config": {"model": str, "head": OPT_STR, "task_files": [str], "methods": [str], "budgets": [int],
                "max_new_tokens": int, "repeats": int, "limit": OPT_INT, "seed": int, "dtype": str,
                "pad_multiple": int, "block_size": int, "image_test": bool, "ablate": OPT_STR},
+    # config.timing ("hot" / "cold") is written since 2026-12-01 and not required (earlier reports,
+    # timed in a rotated order, lack it; extra keys are allowed)
     "environment": {"jax": str, "backend": str, "device": str, "cpu_count": OPT_INT, "compiles": int,
                     "compile_s": NUM, "wall_s": NUM},
     "methods": [{"label": str, "method": str, "budget": int, "ablate": OPT_STR}],

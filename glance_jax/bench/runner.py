@@ -7,9 +7,10 @@ lengths onto one shape, and (2) before any timing, one warm-up generate() runs p
 distinct input shape (padded length, pixel rows, image grids) over all tasks. No compile then
 happens inside a timed call.
 
-Timing. For each prompt, for each repeat, every method runs once, in a fresh seeded random order per
-(prompt, repeat) (`run_order`), so slow phases of a shared machine, and the caches one method's run
-leaves to the next, hit all methods alike. Batch 1. The time is
+Timing. For each prompt the methods run in a fresh seeded random order (`run_order`), so slow phases
+of a shared machine hit all methods alike; each method runs once untimed and then its repeats back
+to back, so a timed call finds its own program in the caches, as when one decodes with one method
+(`time_task(hot=True)`; `--cold` interleaves every call instead). Batch 1. The time is
 time.perf_counter() around generate(), which returns host numpy arrays, so it covers prefill, the
 whole decode loop and the copies back.
 """
@@ -241,8 +242,14 @@ def run_order(items: Sequence, k: int, seed: int = 0) -> list:
 
 
 def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: dict[str, Any], *,
-              repeats: int = 1, progress=None) -> dict[str, list[PromptRun]]:
-  """label -> one PromptRun per prompt (same order as `prompts`), timed interleaved (module doc)."""
+              repeats: int = 1, progress=None, hot: bool = True) -> dict[str, list[PromptRun]]:
+  """label -> one PromptRun per prompt (same order as `prompts`), timed interleaved (module doc).
+
+  hot (default): per prompt, the methods in a fresh seeded order, each as one untimed call and then
+  its `repeats` timed calls back to back, so every timed call finds its own program and buffers in
+  the caches, as a user decoding with one method does. cold: per prompt and repeat, every method
+  once in a fresh order, so each call runs after another method's (what a predecessor leaves in the
+  caches costs every method alike, ~3% of AR's time on the testbed)."""
   import time
 
   runs: dict[str, list[PromptRun]] = {m.label: [] for m in methods}
@@ -250,23 +257,31 @@ def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: di
     if progress is not None:
       progress.describe(f"{p.task} {i + 1}/{len(prompts)}")
     cur: dict[str, PromptRun] = {}
-    for r in range(repeats):
-      for m in run_order(methods, i * repeats + r):
-        t0 = time.perf_counter()
-        res = _generate(target, head, p, m, kw)
-        dt = time.perf_counter() - t0
-        tokens = np.asarray(res.tokens[0])
-        if m.label not in cur:
-          cur[m.label] = PromptRun([dt], tokens, np.asarray(res.accepted[0]), np.asarray(res.root_entropy[0]),
-                                   predicted=res.predicted[0] if res.record_widths else None,
-                                   observed=res.observed[0] if res.record_widths else None,
-                                   widths=res.widths)
-        else:
-          run = cur[m.label]
-          run.times.append(dt)
-          run.stable &= bool(np.array_equal(tokens, run.tokens))
-        if progress is not None:
-          progress.update()
+    if hot:
+      calls = []
+      for m in run_order(methods, i):
+        calls += [(m, False)] + [(m, True)] * repeats
+    else:
+      calls = [(m, True) for r in range(repeats) for m in run_order(methods, i * repeats + r)]
+    for m, timed in calls:
+      if not timed:
+        _generate(target, head, p, m, kw)
+        continue
+      t0 = time.perf_counter()
+      res = _generate(target, head, p, m, kw)
+      dt = time.perf_counter() - t0
+      tokens = np.asarray(res.tokens[0])
+      if m.label not in cur:
+        cur[m.label] = PromptRun([dt], tokens, np.asarray(res.accepted[0]), np.asarray(res.root_entropy[0]),
+                                 predicted=res.predicted[0] if res.record_widths else None,
+                                 observed=res.observed[0] if res.record_widths else None,
+                                 widths=res.widths)
+      else:
+        run = cur[m.label]
+        run.times.append(dt)
+        run.stable &= bool(np.array_equal(tokens, run.tokens))
+      if progress is not None:
+        progress.update()
     for m in methods:
       runs[m.label].append(cur[m.label])
   return runs
