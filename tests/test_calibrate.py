@@ -120,6 +120,10 @@ def test_ngram_can_pay_bounds_the_choice():
   assert bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 1.1, 1.2, 1.3)))
   sure = stats.at[0, 1].set(jnp.array([50.0, 50.0]))                    # row 0, n = 2: q = 1
   assert bool(budget.ngram_can_pay(sure, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))
+  # at the prior counts (what generate() asks before choosing ngram's program or AR's)
+  assert not budget.ngram_pays_at_prior(15, widths, (1.0, 4.2, 4.9, 6.6), 3)
+  assert budget.ngram_pays_at_prior(15, widths, (1.0, 1.1, 1.2, 1.3), 3)
+  assert not budget.ngram_pays_at_prior(15, widths, budget.default_round_cost(1).costs(widths, method="ngram"), 3)
 
 
 def test_auto_set_keeps_only_widths_that_could_beat_an_ar_step():

@@ -130,7 +130,7 @@ def test_lossless_auto_budget_at_every_width(setup, cost):
 def test_ngram_verifies_only_what_pays(setup, cost, allowed):
   """ngram verifies draft rows only when the cost table says they pay: with free verify rows it
   uses several widths (the smallest holding the proposal is not forced, but only static widths);
-  with prohibitive ones only AR steps (the nested AR-run loop). Lossless either way."""
+  with prohibitive ones only AR steps (AR's program: budget.ngram_pays_at_prior). Lossless either way."""
   from glance_jax.decode import budget
   target, head, batches, stops, refs = setup
   table = dict(zip((0, 3, 7, 15), cost))
@@ -139,6 +139,8 @@ def test_ngram_verifies_only_what_pays(setup, cost, allowed):
   for b, ref in zip(batches[:2], refs[:2]):
     res = generate(target, b, method="ngram", budget=15, max_new_tokens=MAX_NEW, stop_tokens=stops, round_cost=rc)
     assert [list(t) for t in res.tokens] == _rows(ref)
+    # prohibitive rows: no proposal can pay at the prior counts, so AR's own program runs
+    assert res.method == ("ar" if allowed == {0} else "ngram")
     widths |= set(res.widths.tolist())
   assert widths <= allowed and (len(widths) >= 2 or allowed == {0}), widths
   if allowed == {0}:

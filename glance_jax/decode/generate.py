@@ -97,7 +97,8 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   tokens per unit of round cost; a table whose replay found no set beating AR at its batch
   (`auto_plain_ar`) runs the AR loop (the result's method is then "ar"). round_cost: a
   budget.RoundCost (default: the built-in table for this batch, budget.default_round_cost(B)), also
-  read by ngram (its own widths' costs).
+  read by ngram (its own widths' costs; when no proposal could pay at the prior counts, ngram runs
+  AR's program, every round being an AR step, and the result's method is "ar").
   timings (benchmarks): a dict that receives "loop_s", the decode loop's wall time alone (prefill
   excluded; both are waited for, so it costs the overlap of prefill and loop dispatch).
   """
@@ -140,6 +141,13 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
                    sampling=sampling, tap_layers=tap_layers, mask_token_id=mask_id,
                    oracle=oracle_tokens is not None, auto=bool(auto), cost=cost, calib=calib,
                    auto_set=auto_set)
+  if method == "ngram" and cost and not budget_lib.ngram_pays_at_prior(cfg.num_nodes, cfg.widths, cost,
+                                                                         cfg.max_ngram):
+    # no proposal can pay before a verify round, and only verify rounds change that: every round is
+    # an AR step, so AR's own program runs them (the result's method is then "ar")
+    return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
+                    top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
+                    timings=timings)
   ids = np.asarray(inputs.input_ids)
   need = cfg.slots_needed(ids.shape[1])
   max_length = max_length or need
