@@ -104,15 +104,18 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
   """
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+  def as_ar() -> GenerationResult:  # where every round would be an AR step: AR's own (smaller) program
+    return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
+                    top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
+                    timings=timings)
+
   rc = None
   if auto or method == "ngram":  # the cost table: this call's, else the built-in one for its batch
     from glance_jax.decode import budget as budget_lib
     rc = round_cost if round_cost is not None else budget_lib.default_round_cost(np.shape(inputs.input_ids)[0])
   if auto and method == "glance" and rc.plain_ar and rc.force is None:
     # the table's replay: no set of widths beats AR at its batch
-    return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
-                    top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
-                    timings=timings)
+    return as_ar()
   sampling = SamplingConfig(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
   tap_layers, mask_id = (), 0
   if method in ("chain", "glance"):
@@ -145,9 +148,7 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
                                                                          cfg.max_ngram):
     # no proposal can pay before a verify round, and only verify rounds change that: every round is
     # an AR step, so AR's own program runs them (the result's method is then "ar")
-    return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
-                    top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
-                    timings=timings)
+    return as_ar()
   ids = np.asarray(inputs.input_ids)
   need = cfg.slots_needed(ids.shape[1])
   max_length = max_length or need
