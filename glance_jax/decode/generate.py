@@ -12,6 +12,7 @@ import numpy as np
 
 from glance_jax.decode.loop import METHODS, LoopConfig, decode_rounds, draft_passes, prefill_state
 from glance_jax.decode.sampling import SamplingConfig
+from glance_jax.static_args import static
 
 
 ABLATIONS = ("zero-context",)   # Head.ablated kinds (decode.py bench --ablate)
@@ -163,8 +164,10 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     meta = target.vision_arrays(np.asarray(inputs.image_grid_thw))
     pv = jnp.asarray(pv, jnp.float32)
   target.check_inputs(inputs, _Shape(ids.shape[0], max_length))
-  hgd, hparams = (head.graphdef, head.params) if cfg.uses_head else (None, None)
-  state = prefill_state(target.graphdef, target.params, hgd, hparams, jnp.asarray(ids, jnp.int32),
+  # graphdefs as static arguments hashed once (static_args: flax rehashes them on every call)
+  tgd = static(target.graphdef)
+  hgd, hparams = (static(head.graphdef), head.params) if cfg.uses_head else (None, None)
+  state = prefill_state(tgd, target.params, hgd, hparams, jnp.asarray(ids, jnp.int32),
                         jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
                         jnp.asarray(inputs.rope_delta, jnp.int32), pv, meta, stops_arr,
                         jax.random.key(seed), _oracle_array(oracle_tokens, ids.shape[0], cfg),
@@ -173,11 +176,11 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     import time
     jax.block_until_ready(state)
     t0 = time.perf_counter()
-    state = jax.block_until_ready(decode_rounds(target.graphdef, target.params, hgd, hparams, state, stops_arr,
+    state = jax.block_until_ready(decode_rounds(tgd, target.params, hgd, hparams, state, stops_arr,
                                                 cfg=cfg))
     timings["loop_s"] = time.perf_counter() - t0
   else:
-    state = decode_rounds(target.graphdef, target.params, hgd, hparams, state, stops_arr, cfg=cfg)
+    state = decode_rounds(tgd, target.params, hgd, hparams, state, stops_arr, cfg=cfg)
   out, count = np.asarray(state.out), np.asarray(state.count)
   rec_a, rec_h = np.asarray(state.rec_accepted), np.asarray(state.rec_entropy)
   live = [rec_a[b] >= 0 for b in range(ids.shape[0])]

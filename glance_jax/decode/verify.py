@@ -47,17 +47,18 @@ def walk(tree: DraftTree, choice: jax.Array, max_depth: int) -> WalkResult:
     return WalkResult(jnp.zeros((b,), jnp.int32), jnp.zeros((b, 1), jnp.int32), bonus[:, None], bonus)
   parent_row = tree.parents + 1                                           # [B, N], 0 = root row
   match = tree.valid & (tree.tokens == jnp.take_along_axis(choice, parent_row, axis=1))
-
-  def step(_, acc):  # parents come first, so max_depth sweeps settle every node
-    parent_acc = jnp.take_along_axis(jnp.pad(acc, ((0, 0), (1, 0)), constant_values=True), parent_row, axis=1)
-    return match & parent_acc
-
-  acc = jax.lax.fori_loop(0, max_depth, step, jnp.zeros((b, n), bool))
+  # accepted = every node on the path from the root matches: one [B, N, N] reduce over the ancestor
+  # mask ([i, j]: node j is node i or one of its ancestors) instead of max_depth sequential sweeps
+  # down the parent pointers (a loop of small ops, ~45 thunks a round on XLA:CPU)
+  on_path = tree.ancestor_mask[:, 1:, 1:]                                 # [B, N, N]
+  acc = jnp.all(~on_path | match[:, None, :], axis=2) & match             # [B, N]
   depth_acc = jnp.where(acc, tree.depths, 0)
   a = jnp.max(depth_acc, axis=1, initial=0).astype(jnp.int32)            # [B]
   d = jnp.arange(1, max_depth + 1)                                        # [L]
   at_depth = acc[:, None, :] & (tree.depths[:, None, :] == d[None, :, None])   # [B, L, N]
-  path_rows = jnp.argmax(at_depth, axis=2).astype(jnp.int32) + 1
+  # the accepted node at each depth (at most one: siblings hold distinct tokens), row 1 where none
+  # (those entries lie past A and are unused); a sum instead of XLA:CPU's slower variadic argmax
+  path_rows = jnp.sum(jnp.where(at_depth, jnp.arange(n, dtype=jnp.int32), 0), axis=2, dtype=jnp.int32) + 1
   commit_rows = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), path_rows], axis=1)   # [B, C]
   last_row = jnp.take_along_axis(commit_rows, a[:, None], axis=1)[:, 0]
   bonus = jnp.take_along_axis(choice, last_row[:, None], axis=1)[:, 0]
