@@ -1,0 +1,48 @@
+"""static_args: a static jit argument hashed once, the same holder for the same object."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from glance_jax.static_args import Hashed, static, unwrap
+
+
+class _Counted:
+  """A hashable value that counts how often it is hashed (as flax's GraphDef, it rehashes each time)."""
+  def __init__(self, key):
+    self.key, self.hashes = key, 0
+
+  def __hash__(self):
+    self.hashes += 1
+    return hash(self.key)
+
+  def __eq__(self, other):
+    return isinstance(other, _Counted) and other.key == self.key
+
+
+def test_one_holder_per_object_and_equal_values_compare_equal():
+  a, b = _Counted("g"), _Counted("g")
+  assert static(a) is static(a)
+  assert static(a) is not static(b) and static(a) == static(b) and hash(static(a)) == hash(static(b))
+  assert static(_Counted("other")) != static(a)
+  assert static(None) is None and static(static(a)) is static(a)
+  assert unwrap(static(a)) is a and unwrap(a) is a and unwrap(None) is None
+
+
+def test_jit_hashes_the_value_once_and_traces_once():
+  value = _Counted("graph")
+  traces = []
+
+  @functools.partial(jax.jit, static_argnames=("g",))
+  def f(x, g):
+    traces.append(unwrap(g).key)
+    return x + 1
+
+  held = static(value)
+  hashes_after_wrapping = value.hashes
+  for _ in range(5):
+    assert int(f(jnp.int32(1), g=held)) == 2
+  assert value.hashes == hashes_after_wrapping == 1   # hashed when wrapped, never by jit
+  assert traces == ["graph"]
+  assert isinstance(held, Hashed)
