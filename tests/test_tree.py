@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from glance_jax.decode import tree as tree_lib
+from glance_jax.decode import tree_enumerated
 
 _build = jax.jit(tree_lib.build_tree, static_argnames=('num_nodes', 'top_k'))
 _build_batched = jax.jit(
@@ -30,7 +31,11 @@ _build_batched = jax.jit(
         lambda row: tree_lib.build_tree(row, num_nodes=num_nodes))(lq),
     static_argnames=('num_nodes',),
 )
+_beam = jax.jit(tree_lib.build_tree_beam, static_argnames=('num_nodes', 'top_k'))
 _old = jax.jit(tree_lib.build_tree_best_first, static_argnames=('num_nodes', 'top_k'))
+# build_tree enumerates the static candidate set at these sizes; the level-synchronous beam is
+# build_tree's path above tree_enumerated.MAX_CANDIDATES and is checked on the same problems
+_BUILDERS = {'build_tree': _build, 'beam': _beam}
 _chain = jax.jit(tree_lib.chain_tree)
 _mask_from_parents = jax.jit(tree_lib.ancestor_mask_from_parents)
 
@@ -218,12 +223,14 @@ def test_matches_brute_force(problem):
   depth_l, vocab = lq.shape
   padded = np.full((_MAX_L, _MAX_V), _FAKE, np.float32)
   padded[:depth_l, :vocab] = lq
-  t = _to_numpy(_build(jnp.asarray(padded), num_nodes=num_nodes))
-  assert t['valid'].all()
-  assert (t['tokens'] < vocab).all() and (t['depths'] <= depth_l).all()
-  _check_structure(t, padded)
-  _check_top_n(t, lq)
-  _check_same_as_best_first(t, _to_numpy(_old(jnp.asarray(padded), num_nodes=num_nodes)), lq)
+  old = _to_numpy(_old(jnp.asarray(padded), num_nodes=num_nodes))
+  for build in _BUILDERS.values():
+    t = _to_numpy(build(jnp.asarray(padded), num_nodes=num_nodes))
+    assert t['valid'].all()
+    assert (t['tokens'] < vocab).all() and (t['depths'] <= depth_l).all()
+    _check_structure(t, padded)
+    _check_top_n(t, lq)
+    _check_same_as_best_first(t, old, lq)
 
 
 def _check_same_as_best_first(t, old, lq):
@@ -243,16 +250,17 @@ def _check_same_as_best_first(t, old, lq):
       assert paths[i] == old_paths[i], i
 
 
+@pytest.mark.parametrize('builder', list(_BUILDERS))
 @pytest.mark.parametrize('depth_l,vocab', [(1, 2), (1, 3), (2, 2), (2, 3),
                                            (3, 2)])
-def test_exact_shapes_and_padding(depth_l, vocab):
+def test_exact_shapes_and_padding(depth_l, vocab, builder):
   """Real (unpadded) shapes, N below, at and above the number of prefixes."""
   rng = np.random.default_rng(depth_l * 10 + vocab)
   lq = _log_softmax(rng.normal(size=(depth_l, vocab)) * 2)
   num_prefixes = sum(vocab**d for d in range(1, depth_l + 1))
   for num_nodes in sorted({1, max(1, num_prefixes - 1), num_prefixes,
                            num_prefixes + 3}):
-    t = _to_numpy(_build(jnp.asarray(lq), num_nodes=num_nodes))
+    t = _to_numpy(_BUILDERS[builder](jnp.asarray(lq), num_nodes=num_nodes))
     assert int(t['valid'].sum()) == min(num_nodes, num_prefixes)
     _check_structure(t, lq)
     _check_top_n(t, lq)
@@ -267,12 +275,13 @@ def test_restricted_top_k_matches_brute_force():
   rng = np.random.default_rng(0)
   lq = _log_softmax(rng.normal(size=(3, 5)) * 2)
   for top_k, num_nodes in [(2, 5), (2, 14), (2, 20), (3, 12)]:
-    t = _to_numpy(_build(jnp.asarray(lq), num_nodes=num_nodes, top_k=top_k))
-    _check_structure(t, lq)
-    _check_top_n(t, lq, top_k=top_k)
+    for build in _BUILDERS.values():
+      t = _to_numpy(build(jnp.asarray(lq), num_nodes=num_nodes, top_k=top_k))
+      _check_structure(t, lq)
+      _check_top_n(t, lq, top_k=top_k)
 
 
-@pytest.mark.parametrize('num_nodes,depth_l,vocab', [(63, 15, 1000),
+@pytest.mark.parametrize('num_nodes,depth_l,vocab', [(15, 15, 1000), (31, 15, 200), (63, 15, 1000),
                                                      (300, 15, 50)])
 def test_large(num_nodes, depth_l, vocab):
   rng = np.random.default_rng(num_nodes)
@@ -379,3 +388,23 @@ def test_every_prefix_is_the_top_n_tree():
     for key in ('tokens', 'parents', 'depths', 'scores', 'valid'):
       np.testing.assert_array_equal(small[key], big[key][:n])
     np.testing.assert_array_equal(small['ancestor_mask'], big['ancestor_mask'][:n + 1, :n + 1])
+
+
+def test_candidate_table():
+  """The static candidates of the enumerated builder: every prefix that can be in a top-N set."""
+  ranks, depth, anc = tree_enumerated.candidate_table(15, 15, 15)
+  assert len(depth) == 321 and depth.max() == 15                   # the chain reaches depth 15
+  assert tree_enumerated.candidate_table(31, 15, 31) is None        # 3223 > MAX_CANDIDATES: the scan
+  order = [tuple(r[:d]) for r, d in zip(ranks.tolist(), depth.tolist())]
+  assert order == sorted(order, key=lambda t: (len(t), t))          # top_k's tie order
+  for i, (r, d) in enumerate(zip(ranks, depth)):
+    assert anc[i, d - 1] == i and (anc[i, d:] == -1).all()
+    assert all(order[anc[i, j]] == tuple(r[: j + 1]) for j in range(d))
+  # brute force on a small problem: the exact top-N prefixes are all candidates
+  lq = _log_softmax(np.random.default_rng(3).normal(size=(4, 5)) * 2)
+  for n in (3, 8, 12):
+    best, _ = _brute_force(lq, n)
+    ranks_of = {(d, int(tok)): r for d in range(4) for r, tok in enumerate(np.argsort(-lq[d], kind='stable'))}
+    table = tree_enumerated.candidate_table(n, 4, min(n, 5))
+    cands = {tuple(r[:d]) for r, d in zip(table[0].tolist(), table[1].tolist())}
+    assert {tuple(ranks_of[(j, tok)] for j, tok in enumerate(p)) for p, _ in best} <= cands

@@ -59,6 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from glance_jax.decode import tree_enumerated
 from glance_jax.qwen3_vl.engine import greedy_tokens
 
 
@@ -127,6 +128,23 @@ def _check_args(log_q: jax.Array, num_nodes: int, top_k: int | None) -> tuple[in
 
 
 def build_tree(
+    log_q: jax.Array, num_nodes: int = 63, top_k: int | None = None
+) -> Tree:
+  """Exact top-N prefixes of the per-depth top-K tokens, best first: by enumeration of the static
+  candidate set when it is small (decode/tree_enumerated.py: no sequential loop; N = 15 at L = 15,
+  not 31), else level-synchronously (`build_tree_beam`). Same arguments and result as
+  `build_tree_beam`; the two agree on the node set and scores, and on the order wherever scores
+  are distinct.
+  """
+  depth_l, _, n, k = _check_args(log_q, num_nodes, top_k)
+  table = tree_enumerated.candidate_table(n, depth_l, k)
+  if table is None:
+    return build_tree_beam(log_q, num_nodes, top_k)
+  top_lq, top_ids = jax.lax.top_k(log_q.astype(jnp.float32), k)  # [L, K]
+  return Tree(**tree_enumerated.build_enumerated(top_lq, top_ids.astype(jnp.int32), n, table))
+
+
+def build_tree_beam(
     log_q: jax.Array, num_nodes: int = 63, top_k: int | None = None
 ) -> Tree:
   """Exact top-N prefixes of the per-depth top-K tokens, best first (level-synchronous).
