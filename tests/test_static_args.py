@@ -46,3 +46,35 @@ def test_jit_hashes_the_value_once_and_traces_once():
   assert value.hashes == hashes_after_wrapping == 1   # hashed when wrapped, never by jit
   assert traces == ["graph"]
   assert isinstance(held, Hashed)
+
+
+def test_flat_state_round_trips_and_is_cheap_to_pass():
+  from glance_jax.static_args import FlatState, as_tree
+  tree = {"a": jnp.arange(3), "b": {"c": jnp.ones((2, 2))}}
+  flat = FlatState.of(tree)
+  traces = []
+
+  @jax.jit
+  def f(p):
+    traces.append(1)
+    t = as_tree(p)
+    return t["a"].sum() + t["b"]["c"].sum()
+
+  assert int(f(flat)) == int(f(tree)) == 7
+  assert int(f(FlatState.of(tree))) == 7 and len(traces) == 2   # FlatState: one trace, the tree: another
+  assert as_tree(tree) is tree
+  assert jax.tree.structure(as_tree(flat)) == jax.tree.structure(tree)
+
+
+def test_target_and_head_keep_their_flat_params():
+  from glance_jax.decode.generate import Head
+  from glance_jax.qwen3_vl.target import load_target
+  from glance_jax.static_args import as_tree
+  from glance_jax.testbed import paths
+  target = load_target(str(paths.TARGET))
+  head = Head.load(str(paths.HEAD), target=target)
+  for obj in (target, head):
+    assert obj.flat_params is obj.flat_params
+    rebuilt = as_tree(obj.flat_params)
+    assert jax.tree.structure(rebuilt) == jax.tree.structure(obj.params)
+    assert all(a is b for a, b in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(obj.params)))

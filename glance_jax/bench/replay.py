@@ -176,8 +176,8 @@ def run(target, head, p: Prepared, cfg: loop.LoopConfig, max_length: int, oracle
   """Prefill + the decode loop, batch 1, no stop token, timed end to end (until the tokens are on the
   host) and the loop alone (the prefill is waited for first). widths (auto): the verify width of
   every round. -> (seconds end to end, seconds of the loop, tokens, accepted, widths)."""
-  tgd = static(target.graphdef)  # as generate passes them (static_args)
-  hgd, hparams = (static(head.graphdef), head.params) if cfg.uses_head else (None, None)
+  tgd, tparams = static(target.graphdef), target.flat_params  # as generate passes them (static_args)
+  hgd, hparams = (static(head.graphdef), head.flat_params) if cfg.uses_head else (None, None)
   stops = jnp.asarray([-1], jnp.int32)
   orc = jnp.zeros((1, 0), jnp.int32) if oracle is None else jnp.asarray(np.asarray(oracle)[None], jnp.int32)
   idx = None
@@ -186,12 +186,12 @@ def run(target, head, p: Prepared, cfg: loop.LoopConfig, max_length: int, oracle
     idx[: len(widths)] = [cfg.widths.index(int(w)) for w in widths]
     idx = jnp.asarray(idx)
   t0 = time.perf_counter()
-  st = loop.prefill_state(tgd, target.params, hgd, hparams, p.ids, p.mask, p.positions, p.rope_delta,
+  st = loop.prefill_state(tgd, tparams, hgd, hparams, p.ids, p.mask, p.positions, p.rope_delta,
                           p.pixel_values, p.meta, stops, jax.random.key(0), orc, cfg=cfg, max_length=max_length)
   st = jax.block_until_ready(st)
   t1 = time.perf_counter()
   # glance-auto: the policy's own loop, each round's width read from the recorded schedule
-  st = loop.decode_rounds(tgd, target.params, hgd, hparams, st, stops, idx, cfg=cfg)
+  st = loop.decode_rounds(tgd, tparams, hgd, hparams, st, stops, idx, cfg=cfg)
   out, count = np.asarray(st.out[0]), int(st.count[0])
   t2 = time.perf_counter()
   n = int(st.rounds)

@@ -4,6 +4,7 @@ jitted decode loop (decode/loop.py) and returns tokens plus per-round records.""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Sequence
 
 import jax
@@ -12,7 +13,7 @@ import numpy as np
 
 from glance_jax.decode.loop import METHODS, LoopConfig, decode_rounds, draft_passes, prefill_state
 from glance_jax.decode.sampling import SamplingConfig
-from glance_jax.static_args import static
+from glance_jax.static_args import FlatState, static
 
 
 ABLATIONS = ("zero-context",)   # Head.ablated kinds (decode.py bench --ablate)
@@ -24,6 +25,11 @@ class Head:
   config: Any
   graphdef: Any
   params: Any
+
+  @functools.cached_property
+  def flat_params(self) -> FlatState:
+    """params flattened once, for jit calls (static_args.FlatState)."""
+    return FlatState.of(self.params)
 
   @classmethod
   def load(cls, path_or_repo_id, *, target=None, dtype=None, mesh=None) -> "Head":
@@ -165,9 +171,9 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     pv = jnp.asarray(pv, jnp.float32)
   target.check_inputs(inputs, _Shape(ids.shape[0], max_length))
   # graphdefs as static arguments hashed once (static_args: flax rehashes them on every call)
-  tgd = static(target.graphdef)
-  hgd, hparams = (static(head.graphdef), head.params) if cfg.uses_head else (None, None)
-  state = prefill_state(tgd, target.params, hgd, hparams, jnp.asarray(ids, jnp.int32),
+  tgd, tparams = static(target.graphdef), target.flat_params
+  hgd, hparams = (static(head.graphdef), head.flat_params) if cfg.uses_head else (None, None)
+  state = prefill_state(tgd, tparams, hgd, hparams, jnp.asarray(ids, jnp.int32),
                         jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
                         jnp.asarray(inputs.rope_delta, jnp.int32), pv, meta, stops_arr,
                         jax.random.key(seed), _oracle_array(oracle_tokens, ids.shape[0], cfg),
@@ -176,11 +182,11 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     import time
     jax.block_until_ready(state)
     t0 = time.perf_counter()
-    state = jax.block_until_ready(decode_rounds(tgd, target.params, hgd, hparams, state, stops_arr,
+    state = jax.block_until_ready(decode_rounds(tgd, tparams, hgd, hparams, state, stops_arr,
                                                 cfg=cfg))
     timings["loop_s"] = time.perf_counter() - t0
   else:
-    state = decode_rounds(tgd, target.params, hgd, hparams, state, stops_arr, cfg=cfg)
+    state = decode_rounds(tgd, tparams, hgd, hparams, state, stops_arr, cfg=cfg)
   out, count = np.asarray(state.out), np.asarray(state.count)
   rec_a, rec_h = np.asarray(state.rec_accepted), np.asarray(state.rec_entropy)
   live = [rec_a[b] >= 0 for b in range(ids.shape[0])]

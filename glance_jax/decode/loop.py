@@ -25,7 +25,7 @@ from glance_jax.decode.sampling import SamplingConfig, choose, entropy
 from glance_jax.decode.verify import WalkResult, commit_kv, walk
 from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask, init_cache, write_rows
 from glance_jax.qwen3_vl.engine import last_rows
-from glance_jax.static_args import unwrap
+from glance_jax.static_args import as_tree, unwrap
 
 METHODS = ("ar", "ngram", "chain", "glance")
 
@@ -156,8 +156,9 @@ def prefill_state(tgd, tparams, hgd, hparams, input_ids, attention_mask, positio
                   pixel_values, vision_meta, stops, key, oracle, *, cfg: LoopConfig,
                   max_length: int) -> DecodeState:
   """Prompt -> the first round's state: target cache, first token (emitted), head context cache.
-  tgd / hgd: graphdefs, bare or in static_args.static holders (hashed once: generate's)."""
-  tgd, hgd = unwrap(tgd), unwrap(hgd)
+  tgd / hgd: graphdefs, bare or in static_args.static holders (hashed once: generate's); tparams /
+  hparams: parameter trees, bare or as static_args.FlatState (flattened once)."""
+  tgd, hgd, tparams, hparams = unwrap(tgd), unwrap(hgd), as_tree(tparams), as_tree(hparams)
   target = nnx.merge(tgd, tparams)
   b, s = input_ids.shape
   t = target.cfg.text
@@ -421,7 +422,7 @@ def decode_rounds(tgd, tparams, hgd, hparams, state: DecodeState, stops: jax.Arr
   instead of the width the policy would choose; the same compiled loop otherwise (draft ahead,
   runs at one static width). For replaying recorded widths (bench/replay.py) and for tests; the
   tokens are the target's whatever the widths. tgd / hgd: as for prefill_state."""
-  tgd, hgd = unwrap(tgd), unwrap(hgd)
+  tgd, hgd, tparams, hparams = unwrap(tgd), unwrap(hgd), as_tree(tparams), as_tree(hparams)
   TRACE_COUNTS[(cfg, state.out.shape, state.cache.max_length, stops.shape, hgd,
                 None if schedule is None else schedule.shape)] += 1
   if schedule is not None and not (cfg.auto and len(cfg.widths) > 1):

@@ -25,7 +25,7 @@ from glance_jax.qwen3_vl import engine
 from glance_jax.qwen3_vl.cache import KVCache, init_cache
 from glance_jax.qwen3_vl.vision_meta import vision_meta
 from glance_jax.qwen3_vl.weights import abstract_model, drop_tied, expected_keys, fill_state, key_of
-from glance_jax.static_args import static
+from glance_jax.static_args import FlatState, static
 
 
 class InputError(ValueError):
@@ -50,6 +50,12 @@ class Target:
   dtype: Any = jnp.float32
   mesh: Mesh | None = None
   path: pathlib.Path | None = None    # checkpoint directory (tokenizer, processor config)
+
+  @functools.cached_property
+  def flat_params(self) -> FlatState:
+    """params flattened once, for jit calls (static_args.FlatState: ~70 us less per call). Like the
+    rest of a Target, params are not updated in place: new weights make a new Target (`shard`)."""
+    return FlatState.of(self.params)
 
   # --- construction --------------------------------------------------------------------------
 
