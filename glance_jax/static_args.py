@@ -4,24 +4,21 @@ A jitted call hashes its static arguments on every call to find the compiled pro
 `GraphDef.__hash__` walks every node each time (0.27 ms for the 3M testbed target, more for a real
 one) and jit hashes it more than once per call: passing the target's graphdef as a static argument
 cost ~0.5 ms of host time per call, before anything ran (measured: 600 us per call vs 97 us through
-`static`), twice per `generate` (prefill and decode loop). `static(x)` wraps x in a holder whose
-hash is computed once; jitted functions take either and call `unwrap` while tracing.
+`Hashed`), twice per `generate` (prefill and decode loop). A `Hashed` holder computes the hash
+once; jitted functions take either and call `unwrap` while tracing.
 
 Flattening an nnx.State argument walks its nested mappings in Python on every call too (96 us for
 the testbed target's 97 arrays); a `FlatState` holds the leaves and the treedef, flattened once
-(28 us a call), and `as_tree` rebuilds the State while tracing. Targets and heads keep theirs
-(`Target.flat_params`, `Head.flat_params`), so it lives as long as the parameters do.
+(28 us a call), and `as_tree` rebuilds the State while tracing. Targets and heads keep both
+(`jit_graphdef`, `flat_params`: cached properties), so they live as long as the model object does.
 """
 
 from __future__ import annotations
 
-import collections
 from typing import Any
 
 import jax
-
-_MEMO: collections.OrderedDict = collections.OrderedDict()
-_MEMO_SIZE = 64   # graphdefs of one process: a few targets and heads, and their ablated copies
+from flax import nnx
 
 
 class Hashed:
@@ -40,22 +37,6 @@ class Hashed:
 
   def __repr__(self) -> str:
     return f"Hashed({type(self.value).__name__})"
-
-
-def static(value: Any) -> Hashed | None:
-  """The Hashed holder of `value`, the same object for the same value object (memoised by identity,
-  holding a reference so that the identity is not reused); None stays None."""
-  if value is None or isinstance(value, Hashed):
-    return value
-  key = id(value)
-  hit = _MEMO.get(key)
-  if hit is not None and hit.value is value:
-    _MEMO.move_to_end(key)
-    return hit
-  _MEMO[key] = held = Hashed(value)
-  while len(_MEMO) > _MEMO_SIZE:
-    _MEMO.popitem(last=False)
-  return held
 
 
 def unwrap(value: Any) -> Any:
@@ -87,3 +68,8 @@ class FlatState:
 def as_tree(value: Any) -> Any:
   """The parameter tree inside a FlatState; anything else as it is (callers may pass the tree)."""
   return jax.tree.unflatten(value.treedef, value.leaves) if isinstance(value, FlatState) else value
+
+
+def merge(graphdef: Any, params: Any):
+  """nnx.merge of a graphdef and params as the jitted functions receive them (either form of each)."""
+  return nnx.merge(unwrap(graphdef), as_tree(params))

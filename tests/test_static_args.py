@@ -1,11 +1,11 @@
-"""static_args: a static jit argument hashed once, the same holder for the same object."""
+"""static_args: a static jit argument hashed once, parameter trees flattened once, and the models' holders."""
 
 import functools
 
 import jax
 import jax.numpy as jnp
 
-from glance_jax.static_args import Hashed, static, unwrap
+from glance_jax.static_args import Hashed, unwrap
 
 
 class _Counted:
@@ -21,13 +21,11 @@ class _Counted:
     return isinstance(other, _Counted) and other.key == self.key
 
 
-def test_one_holder_per_object_and_equal_values_compare_equal():
+def test_equal_values_compare_equal():
   a, b = _Counted("g"), _Counted("g")
-  assert static(a) is static(a)
-  assert static(a) is not static(b) and static(a) == static(b) and hash(static(a)) == hash(static(b))
-  assert static(_Counted("other")) != static(a)
-  assert static(None) is None and static(static(a)) is static(a)
-  assert unwrap(static(a)) is a and unwrap(a) is a and unwrap(None) is None
+  assert Hashed(a) == Hashed(a) and Hashed(a) == Hashed(b) and hash(Hashed(a)) == hash(Hashed(b))
+  assert Hashed(_Counted("other")) != Hashed(a) and Hashed(a) != a
+  assert unwrap(Hashed(a)) is a and unwrap(a) is a and unwrap(None) is None
 
 
 def test_jit_hashes_the_value_once_and_traces_once():
@@ -39,7 +37,7 @@ def test_jit_hashes_the_value_once_and_traces_once():
     traces.append(unwrap(g).key)
     return x + 1
 
-  held = static(value)
+  held = Hashed(value)
   hashes_after_wrapping = value.hashes
   for _ in range(5):
     assert int(f(jnp.int32(1), g=held)) == 2
@@ -66,7 +64,7 @@ def test_flat_state_round_trips_and_is_cheap_to_pass():
   assert jax.tree.structure(as_tree(flat)) == jax.tree.structure(tree)
 
 
-def test_target_and_head_keep_their_flat_params():
+def test_target_and_head_keep_their_jit_arguments():
   from glance_jax.decode.generate import Head
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.static_args import as_tree
@@ -74,6 +72,7 @@ def test_target_and_head_keep_their_flat_params():
   target = load_target(str(paths.TARGET))
   head = Head.load(str(paths.HEAD), target=target)
   for obj in (target, head):
+    assert obj.jit_graphdef is obj.jit_graphdef and unwrap(obj.jit_graphdef) is obj.graphdef
     assert obj.flat_params is obj.flat_params
     rebuilt = as_tree(obj.flat_params)
     assert jax.tree.structure(rebuilt) == jax.tree.structure(obj.params)

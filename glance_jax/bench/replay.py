@@ -31,7 +31,6 @@ import numpy as np
 from glance_jax.config import read_json
 from glance_jax.decode import budget as budget_lib
 from glance_jax.decode import loop
-from glance_jax.static_args import static
 
 # methods whose rounds can be replayed (the oracle needs a head)
 REPLAYED = ("chain", "glance")
@@ -176,8 +175,8 @@ def run(target, head, p: Prepared, cfg: loop.LoopConfig, max_length: int, oracle
   """Prefill + the decode loop, batch 1, no stop token, timed end to end (until the tokens are on the
   host) and the loop alone (the prefill is waited for first). widths (auto): the verify width of
   every round. -> (seconds end to end, seconds of the loop, tokens, accepted, widths)."""
-  tgd, tparams = static(target.graphdef), target.flat_params  # as generate passes them (static_args)
-  hgd, hparams = (static(head.graphdef), head.flat_params) if cfg.uses_head else (None, None)
+  tgd, tparams = target.jit_graphdef, target.flat_params  # as generate passes them (static_args)
+  hgd, hparams = (head.jit_graphdef, head.flat_params) if cfg.uses_head else (None, None)
   stops = jnp.asarray([-1], jnp.int32)
   orc = jnp.zeros((1, 0), jnp.int32) if oracle is None else jnp.asarray(np.asarray(oracle)[None], jnp.int32)
   idx = None

@@ -13,7 +13,7 @@ import numpy as np
 
 from glance_jax.decode.loop import METHODS, LoopConfig, decode_rounds, draft_passes, prefill_state
 from glance_jax.decode.sampling import SamplingConfig
-from glance_jax.static_args import FlatState, static
+from glance_jax.static_args import FlatState, Hashed
 
 
 ABLATIONS = ("zero-context",)   # Head.ablated kinds (decode.py bench --ablate)
@@ -25,6 +25,11 @@ class Head:
   config: Any
   graphdef: Any
   params: Any
+
+  @functools.cached_property
+  def jit_graphdef(self) -> Hashed:
+    """graphdef as a jit static argument, hashed once (static_args.Hashed)."""
+    return Hashed(self.graphdef)
 
   @functools.cached_property
   def flat_params(self) -> FlatState:
@@ -170,9 +175,9 @@ def generate(target, inputs, *, head: Head | None = None, method: str = "glance"
     meta = target.vision_arrays(np.asarray(inputs.image_grid_thw))
     pv = jnp.asarray(pv, jnp.float32)
   target.check_inputs(inputs, _Shape(ids.shape[0], max_length))
-  # graphdefs as static arguments hashed once (static_args: flax rehashes them on every call)
-  tgd, tparams = static(target.graphdef), target.flat_params
-  hgd, hparams = (static(head.graphdef), head.flat_params) if cfg.uses_head else (None, None)
+  # graphdefs hashed once, params flattened once (static_args: jit redoes both on every call)
+  tgd, tparams = target.jit_graphdef, target.flat_params
+  hgd, hparams = (head.jit_graphdef, head.flat_params) if cfg.uses_head else (None, None)
   state = prefill_state(tgd, tparams, hgd, hparams, jnp.asarray(ids, jnp.int32),
                         jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
                         jnp.asarray(inputs.rope_delta, jnp.int32), pv, meta, stops_arr,

@@ -156,7 +156,7 @@ def prefill_state(tgd, tparams, hgd, hparams, input_ids, attention_mask, positio
                   pixel_values, vision_meta, stops, key, oracle, *, cfg: LoopConfig,
                   max_length: int) -> DecodeState:
   """Prompt -> the first round's state: target cache, first token (emitted), head context cache.
-  tgd / hgd: graphdefs, bare or in static_args.static holders (hashed once: generate's); tparams /
+  tgd / hgd: graphdefs, bare or in static_args.Hashed holders (hashed once: generate's); tparams /
   hparams: parameter trees, bare or as static_args.FlatState (flattened once)."""
   tgd, hgd, tparams, hparams = unwrap(tgd), unwrap(hgd), as_tree(tparams), as_tree(hparams)
   target = nnx.merge(tgd, tparams)

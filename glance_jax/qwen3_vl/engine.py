@@ -2,9 +2,9 @@
 
 Functional at the jit boundary: every function takes (graphdef, params) and merges inside, so the
 weights are jit arguments (not constants baked into the HLO) and the cache goes in and comes out.
-The graphdef may come bare or in a static_args.static holder (hashed once; Target's methods pass
+The graphdef may come bare or in a static_args.Hashed holder (hashed once; Target's methods pass
 one: a bare graphdef costs ~0.5 ms of hashing per call, more than a testbed decode step), and the
-params bare or as a static_args.FlatState (flattened once: Target.flat_params).
+params bare or as a static_args.FlatState (flattened once: Target.flat_params); static_args.merge takes either.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask
-from glance_jax.static_args import as_tree, unwrap
+from glance_jax.static_args import merge
 
 
 @flax.struct.dataclass
@@ -52,7 +52,7 @@ def prefill(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, input_ids
             logits_at: str = "all") -> Output:
   """Prompt (right-padded) with images. input_ids [B,S], attention_mask bool [B,S],
   positions [3,B,S]. Advances cache.length by each row's valid length."""
-  model = nnx.merge(unwrap(graphdef), as_tree(params))
+  model = merge(graphdef, params)
   image_embeds = deepstack = None
   if pixel_values is not None:
     image_embeds, deepstack = model.encode_images(pixel_values, vision_meta)
@@ -71,7 +71,7 @@ def prefill(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, input_ids
 def decode_step(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, tokens: jax.Array,
                 rope_delta: jax.Array, *, tap_layers: tuple[int, ...] = ()) -> Output:
   """One token per row. tokens [B]; its position is cache.length + rope_delta on all 3 axes."""
-  model = nnx.merge(unwrap(graphdef), as_tree(params))
+  model = merge(graphdef, params)
   pos = jnp.broadcast_to((cache.length + rope_delta)[None, :, None], (3, tokens.shape[0], 1))
   block = jnp.ones((tokens.shape[0], 1, 1), bool)
   h, cache, taps = model(tokens[:, None], pos, cache, block, tap_layers=tap_layers)
@@ -87,7 +87,7 @@ def forward_block(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, tok
   tokens [B,K]; positions [3,B,K] (or [B,K], broadcast to the 3 axes); block_mask bool [B,K,K].
   The K rows' K/V land at [length, length+K); length is NOT advanced (the caller commits).
   """
-  model = nnx.merge(unwrap(graphdef), as_tree(params))
+  model = merge(graphdef, params)
   if positions.ndim == 2:
     positions = jnp.broadcast_to(positions[None], (3,) + positions.shape)
   h, cache, taps = model(tokens, positions, cache, block_mask, tap_layers=tap_layers)
@@ -111,7 +111,7 @@ def greedy_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, fir
   oracle independent of the speculative loop, so a bug shared by all of the loop's methods (commit,
   positions, cache lengths) cannot make them agree with it.
   """
-  model = nnx.merge(unwrap(graphdef), as_tree(params))
+  model = merge(graphdef, params)
   b = first_logits.shape[0]
 
   def is_stop(tok):

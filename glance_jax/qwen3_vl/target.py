@@ -25,7 +25,7 @@ from glance_jax.qwen3_vl import engine
 from glance_jax.qwen3_vl.cache import KVCache, init_cache
 from glance_jax.qwen3_vl.vision_meta import vision_meta
 from glance_jax.qwen3_vl.weights import abstract_model, drop_tied, expected_keys, fill_state, key_of
-from glance_jax.static_args import FlatState, static
+from glance_jax.static_args import FlatState, Hashed
 
 
 class InputError(ValueError):
@@ -50,6 +50,11 @@ class Target:
   dtype: Any = jnp.float32
   mesh: Mesh | None = None
   path: pathlib.Path | None = None    # checkpoint directory (tokenizer, processor config)
+
+  @functools.cached_property
+  def jit_graphdef(self) -> Hashed:
+    """graphdef as a jit static argument, hashed once (static_args.Hashed)."""
+    return Hashed(self.graphdef)
 
   @functools.cached_property
   def flat_params(self) -> FlatState:
@@ -128,17 +133,17 @@ class Target:
     if pv is not None:
       meta = self.vision_arrays(np.asarray(inputs.image_grid_thw))
       pv = jnp.asarray(pv, jnp.float32)
-    return engine.prefill(static(self.graphdef), self.flat_params, cache, jnp.asarray(inputs.input_ids, jnp.int32),
+    return engine.prefill(self.jit_graphdef, self.flat_params, cache, jnp.asarray(inputs.input_ids, jnp.int32),
                           jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
                           pv, meta, tap_layers=tuple(tap_layers), logits_at=logits_at)
 
   def decode(self, tokens, cache: KVCache, rope_delta, *, tap_layers: Sequence[int] = ()) -> engine.Output:
-    return engine.decode_step(static(self.graphdef), self.flat_params, cache, jnp.asarray(tokens, jnp.int32),
+    return engine.decode_step(self.jit_graphdef, self.flat_params, cache, jnp.asarray(tokens, jnp.int32),
                               jnp.asarray(rope_delta, jnp.int32), tap_layers=tuple(tap_layers))
 
   def forward_block(self, tokens, positions, block_mask, cache: KVCache, *,
                     tap_layers: Sequence[int] = ()) -> engine.Output:
-    return engine.forward_block(static(self.graphdef), self.flat_params, cache, jnp.asarray(tokens, jnp.int32),
+    return engine.forward_block(self.jit_graphdef, self.flat_params, cache, jnp.asarray(tokens, jnp.int32),
                                 jnp.asarray(positions, jnp.int32), jnp.asarray(block_mask, bool),
                                 tap_layers=tuple(tap_layers))
 
@@ -149,7 +154,7 @@ class Target:
     cache = self.init_cache(ids.shape[0], max_length or ids.shape[1] + max_new_tokens + 1)
     out = self.prefill(inputs, cache, logits_at="last")
     stops = self.config.eos_token_ids if stop_tokens is None else tuple(stop_tokens)
-    toks, n, _ = engine.greedy_decode(static(self.graphdef), self.flat_params, out.cache, out.logits[:, 0],
+    toks, n, _ = engine.greedy_decode(self.jit_graphdef, self.flat_params, out.cache, out.logits[:, 0],
                                       jnp.asarray(inputs.rope_delta, jnp.int32),
                                       jnp.asarray(list(stops) or [-2], jnp.int32),
                                       max_new_tokens=max_new_tokens)
