@@ -1,22 +1,25 @@
-"""The testbed's GLANCE head: trained on the testbed target's own answers to the suite's train prompts.
+"""The testbed's GLANCE head: trained on the testbed target's own answers to a suite's train prompts.
 
-  python -m glance_jax.testbed.build --stages head       # sets target= and workdir= for you
-  python train.py --config configs/train_testbed.py target=testbed/target workdir=runs/testbed/head_run
+  python -m glance_jax.testbed.build --stages head       # sets suite=, target=, task_files= and workdir= for you
+  python train.py --config configs/train_testbed.py      # the shipped suite's build directories
+  python train.py --config configs/train_testbed.py suite=v4 target=testbed/target steps=1000
+
+`suite` (default: the shipped version, glance_jax/testbed/suites.py) picks the train prompts and the
+directories of that version's build (glance_jax/testbed/build.py: default_dirs); the recipe is the
+same for every version.
 """
 
-import pathlib
-
-from glance_jax.testbed import suite
+from glance_jax.testbed import build, suites
 from glance_jax.train.config import TrainConfig
 
-DATA = pathlib.Path("runs/testbed/data")
 
-
-def get_config() -> TrainConfig:
+def get_config(suite: str = suites.DEFAULT) -> TrainConfig:
+  tasks = suites.get(suite).TASKS
+  out, workdir = build.default_dirs(suite)
   return TrainConfig(
-      target="testbed/target", target_dtype="float32", compute_dtype="float32",
+      target=str(out / "target"), target_dtype="float32", compute_dtype="float32",
       head_layers=2, block_size=16,
-      task_files=tuple(str(DATA / f"{t}_train.jsonl") for t in suite.TASKS),
+      task_files=tuple(str(workdir / "data" / f"{t}_train.jsonl") for t in tasks),
       regen_max_new_tokens=64, regen_batch_size=16, seq_len=96, max_patches=8 * 96, num_anchors=16,
       batch_size=8, steps=4500, lr=2e-3, warmup_frac=0.04, mesh=(-1, 1, 1),
-      workdir="runs/testbed/head_run", save_every=250, keep=2, log_every=25)
+      workdir=str(workdir / "head_run"), save_every=250, keep=2, log_every=25)

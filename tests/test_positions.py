@@ -1,4 +1,4 @@
-"""get_rope_index vs transformers' Qwen3VLModel.get_rope_index on a tiny random config (qwen3_vl.md sec. 8)."""
+"""get_rope_index vs transformers' Qwen3VLModel.get_rope_index on a tiny random config."""
 
 import numpy as np
 import pytest
@@ -53,7 +53,8 @@ def image(grid):
 
 
 def test_doc_example_without_torch():
-  """qwen3_vl.md section 4: 4 text + 6 image (grid 1x4x6) + 8 text."""
+  """4 text + 6 image tokens (grid 1x4x6, merged 2x3) + 8 text: the image's (t, h, w) positions start at
+  4, the text after it resumes at 4 + max(1, 2, 3) = 7."""
   ids = [[10, 11, 12, VS] + [IMG] * 6 + [VE, 20, 21, 13, 12, 10, 14, 12]]
   pos, delta = ours(ids, None, [[1, 4, 6]])
   assert pos[0, 0].tolist() == [0, 1, 2, 3, 4, 4, 4, 4, 4, 4] + list(range(7, 15))

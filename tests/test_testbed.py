@@ -1,6 +1,8 @@
-"""The CPU testbed: the suite is deterministic with held-out prompts never trained on; the target's
-training resumes exactly; the shipped target loads in transformers with our logits, really reads its
-images, and GLANCE with the shipped head is lossless on it."""
+"""The CPU testbed's build: the target's training resumes exactly, keeps its tokenizer and restarts its
+learning rate; the head config takes the suite as an override; the build's flags are checked and it
+runs end to end (slow). The shipped testbed: its held-out files are what its suite renders, its target
+loads in transformers with our logits, really reads its images, and GLANCE with the shipped head is
+lossless on it. (The suite's records: tests/test_testbed_suite.py.)"""
 
 import dataclasses
 import json
@@ -8,58 +10,22 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from glance_jax.config import tiny_config
 from glance_jax.data.records import read_task_file
-from glance_jax.testbed import evaluate, paths, suite, suites
+from glance_jax.testbed import build, evaluate, paths, probe, suites
 from glance_jax.testbed import target_train as tt
 
-
-def test_render_is_deterministic_and_splits_differ():
-  for task in suite.TASKS:
-    a, qa, ans_a = suite.render(task, "heldout", 3)
-    b, qb, ans_b = suite.render(task, "heldout", 3)
-    assert np.array_equal(np.asarray(a), np.asarray(b)) and ans_a == ans_b and qa == qb
-    assert a.size == suite.SIZES[task]
-    assert suite.render(task, "train", 3)[2] != ans_a
-  with pytest.raises(ValueError, match="unknown testbed task 'nope'"):
-    suite.render("nope", "train", 0)
-
-
-def test_heldout_answers_are_never_trained_on():
-  # Exclude train record 5's own answer: the train stream must redraw it.
-  _, _, answer5 = suite.render("chart", "train", 5)
-  excluded = {("chart", answer5)}
-  assert tt.train_record("chart", 5, excluded)[2] != answer5
-  assert tt.train_record("chart", 6, excluded)[2] == suite.render("chart", "train", 6)[2]
-  held = suite.heldout_answers(8)
-  assert len(held) == 8 * len(suite.TASKS)
-  for i in range(64):
-    for task in suite.GROUNDED:
-      assert (task, tt.train_record(task, i, held)[2]) not in held
-
-
-def test_task_file_round_trip(tmp_path):
-  path = suite.write_task("table", "heldout", 3, tmp_path)
-  recs = read_task_file(path, on_error="raise", verify_images=True)
-  assert [r.answers[0] for r in recs] == [suite.render("table", "heldout", i)[2] for i in range(3)]
-  assert all(r.prompt == suite.QUESTIONS["table"] for r in recs)
-
-
-def test_scores():
-  assert evaluate.score("table", "pens: 4; cups: 5.", "pens: 4; cups: 6.") == {"exact": 0.0, "fields": 0.5}
-  assert evaluate.score("caption", "A red circle and a blue square.",
-                        "The image shows a blue square and a red circle.")["content"] == 1.0
-  assert evaluate.score("caption", "A red circle.", "A red circle and a blue square.")["content"] == 0.0
+TINY = dict(hidden=32, layers=2, heads=2, kv_heads=1, head_dim=16, intermediate=64, vision_depth=1,
+            vision_hidden=32, num_position_embeddings=64, deepstack=(0,), tie=True)
 
 
 def test_target_training_resumes_exactly(tmp_path, monkeypatch):
   """A crash mid-run, then a restart: the same final weights as an uninterrupted run."""
-  cfg = dataclasses.replace(tt.TargetTrainConfig(), steps=4, batch_size=4, save_every=2, num_heldout=2)
-  model_cfg = tiny_config(hidden=32, layers=2, heads=2, kv_heads=1, head_dim=16, intermediate=64,
-                          vision_depth=1, vision_hidden=32, num_position_embeddings=64, deepstack=(0,),
-                          tie=True)
+  cfg = dataclasses.replace(tt.TargetTrainConfig(), steps=4, batch_size=4, save_every=2)
+  model_cfg = tiny_config(**TINY)
   straight = tt.train_target(tmp_path / "a", tmp_path / "wa", cfg, model_cfg=model_cfg, log_every=1)
 
   real = tt.make_batch
@@ -88,10 +54,8 @@ def test_target_training_resumes_exactly(tmp_path, monkeypatch):
 def test_resumed_target_keeps_its_tokenizer(tmp_path, monkeypatch):
   """The state is trained on one tokenizer's ids: a resume whose output directory went missing gets
   that tokenizer back even if the suite's text (the corpus) changed; a different one is an error."""
-  cfg = dataclasses.replace(tt.TargetTrainConfig(), steps=3, batch_size=4, save_every=1, num_heldout=2)
-  model_cfg = tiny_config(hidden=32, layers=1, heads=2, kv_heads=1, head_dim=16, intermediate=64,
-                          vision_depth=1, vision_hidden=32, num_position_embeddings=64, deepstack=(0,),
-                          tie=True)
+  cfg = dataclasses.replace(tt.TargetTrainConfig(), steps=3, batch_size=4, save_every=1)
+  model_cfg = tiny_config(**{**TINY, "layers": 1})
   out, work = tmp_path / "out", tmp_path / "work"
   tt.train_target(out, work, dataclasses.replace(cfg, steps=2), model_cfg=model_cfg)
   first = (out / "tokenizer.json").read_bytes()
@@ -117,32 +81,127 @@ def test_torn_state_file_is_named(tmp_path):
     tt.load_state(tmp_path / "target_state.npz", {"w": jnp.zeros(2)}, ())
 
 
+def test_target_trains_on_its_suite_and_the_probe_reads_it(tmp_path):
+  """Two steps of the target on the shipped suite's batches: its tokenizer is trained on the suite's
+  text and fits them; the probe lines its entropies up with the answer's tokens."""
+  cfg = dataclasses.replace(tt.TargetTrainConfig(), steps=2, batch_size=4, save_every=1)
+  out = tt.train_target(tmp_path / "t", tmp_path / "w", cfg, model_cfg=tiny_config(**TINY), log_every=1)
+  metrics = [json.loads(x) for x in (tmp_path / "w" / "target_metrics.jsonl").read_text().splitlines()]
+  assert [m["step"] for m in metrics] == [1, 2] and all(np.isfinite(m["loss"]) for m in metrics)
+  from glance_jax.qwen3_vl.inputs import Processor
+  from glance_jax.qwen3_vl.target import load_target
+  s = suites.get(cfg.suite_version)
+  tok = Processor.from_pretrained(str(out)).tokenizer
+  answer = s.train_record("table", 0)[2]
+  assert tok.decode(tok.encode(answer)) == answer
+  recs = probe.token_entropies(load_target(out, dtype=jnp.float32), Processor.from_pretrained(str(out)),
+                               "table", [0, 1])
+  for r in recs:
+    assert r["answer"] == s.render("table", "heldout", r["index"])[2]
+    assert len(r["tokens"]) == len(tok.encode(r["answer"])) + 1
+    assert {t["kind"] for t in r["tokens"]} == {"clear", "unclear", "other"}
+    assert all(0 <= t["H"] <= np.log(512) + 1e-3 for t in r["tokens"])
+  summary = probe.summarize(recs)
+  assert sum(summary[k]["tokens"] for k in probe.KINDS) == sum(len(r["tokens"]) for r in recs)
+
+
+def test_restarted_learning_rate():
+  lr = tt.learning_rate(tt.TargetTrainConfig(steps=300, warmup=10, lr=2e-3, restart_at=200, restart_lr=1e-3))
+  assert float(lr(10)) == pytest.approx(2e-3) and float(lr(199)) == pytest.approx(1e-4, rel=0.05)
+  assert float(lr(200)) == 0.0 and float(lr(210)) == pytest.approx(1e-3) and float(lr(299)) < 1e-4
+  plain = tt.learning_rate(tt.TargetTrainConfig(steps=300, warmup=10, lr=2e-3))
+  assert float(plain(150)) == pytest.approx(float(optax.warmup_cosine_decay_schedule(0, 2e-3, 10, 300, 1e-4)(150)))
+  with pytest.raises(ValueError, match="restart_at 300 must be in"):
+    tt.make_optimizer(tt.TargetTrainConfig(steps=300, restart_at=300))
+
+
+def test_build_recipe_and_head_config_with_the_suite_override():
+  from glance_jax.train.config import load_config
+  s = suites.get(suites.DEFAULT)
+  cfg = dataclasses.replace(tt.TargetTrainConfig(), suite_version=s.VERSION, **s.TARGET_TRAIN)
+  lr = tt.learning_rate(cfg)
+  assert cfg.restart_at == 12000 and float(lr(12000)) == 0.0 and float(lr(12100)) == pytest.approx(cfg.restart_lr)
+  out, workdir = build.default_dirs(suites.DEFAULT)
+  assert out == paths.SHIPPED
+  head = load_config(build.HEAD_CONFIG)
+  assert head == load_config(build.HEAD_CONFIG, [f"suite={suites.DEFAULT}"])
+  assert head.target == str(paths.SHIPPED / "target") and head.workdir == str(workdir / "head_run")
+  assert head.task_files == tuple(str(workdir / "data" / f"{t}_train.jsonl") for t in s.TASKS)
+  assert load_config(build.HEAD_CONFIG, ["steps=7", "suite=v4"]).steps == 7
+  with pytest.raises(ValueError, match="unknown testbed suite version 'v0'"):
+    load_config(build.HEAD_CONFIG, ["suite=v0"])
+  with pytest.raises(ValueError, match="unknown config key 'suit'.*get_config takes suite"):
+    load_config(build.HEAD_CONFIG, ["suit=v4"])
+
+
+def test_build_flags_are_checked(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    build.main(["--heldout", "65", "--workdir", str(tmp_path / "w")])
+  assert "--heldout 65: a suite reserves only 64" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    build.main(["--out", str(tmp_path / "tb"), "--stages", "eval", "suite=v4"])
+  assert "suite= is set by --suite" in capsys.readouterr().err
+  (tmp_path / "tb").mkdir()
+  (tmp_path / "tb" / "eval.json").write_text("{}")
+  with pytest.raises(SystemExit):
+    build.main(["--out", str(tmp_path / "tb"), "--stages", "eval", "--workdir", str(tmp_path / "w")])
+  assert "suite.json: not found" in capsys.readouterr().err
+  (tmp_path / "tb" / suites.MARKER).write_text('{"suite_version": "v1"}')
+  with pytest.raises(SystemExit):
+    build.main(["--out", str(tmp_path / "tb"), "--stages", "eval", "--workdir", str(tmp_path / "w")])
+  assert "unknown testbed suite version 'v1'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_build_runs_end_to_end(tmp_path):
+  """The one-command build at smoke scale (the full architecture, 4 target and 4 head steps; about
+  1.5 min on 2 shared cores); test_target_trains_on_its_suite_and_the_probe_reads_it covers the
+  target part quickly."""
+  out = tmp_path / "testbed"
+  build.main(["--out", str(out), "--workdir", str(tmp_path / "work"), "--heldout", "2", "--train-prompts", "8",
+              "--target-steps", "4", "steps=4", "save_every=2", "regen_batch_size=8"])
+  assert suites.read_version(out) == suites.DEFAULT
+  report = json.loads((out / "eval.json").read_text())
+  s = suites.get(suites.DEFAULT)
+  assert set(report) == set(s.TASKS) and report["chart"]["n_fields"] == 12
+  assert (out / "head" / "config.json").is_file() and (out / "target" / "model.safetensors").is_file()
+
+
 # --- the shipped testbed ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def shipped():
   assert paths.available(), f"the shipped testbed is missing under {paths.SHIPPED}"
-  from glance_jax.decode.generate import Head
+  from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import load_target
   target = load_target(paths.TARGET, dtype=jnp.float32)
   processor = Processor.from_pretrained(str(paths.TARGET))
   head = Head.load(paths.HEAD, target=target)
-  records = {t: read_task_file(f, on_error="raise") for t, f in zip(suite.TASKS, paths.task_files())}
+  records = {t: read_task_file(f, on_error="raise") for t, f in zip(paths.suite().TASKS, paths.task_files())}
   return target, processor, head, records
 
 
-SHIPPED_VERSION = suites.read_version(paths.SHIPPED) if paths.SHIPPED.is_dir() else "v1"
+def test_shipped_heldout_files_are_what_their_suite_renders():
+  """testbed/ ships the default suite version, and every held-out record (prompt, answer, PNG) is
+  what that version's code renders."""
+  import PIL.Image
+  assert suites.read_version(paths.SHIPPED) == suites.DEFAULT
+  s = paths.suite()
+  for task, path in zip(s.TASKS, paths.task_files()):
+    recs = read_task_file(path, on_error="raise")
+    assert [s.record_index(r.id) for r in recs] == list(range(build.HELDOUT_PER_TASK)), task
+    for r in recs:
+      image, question, answer = s.render(task, "heldout", s.record_index(r.id))
+      assert (r.prompt, r.answers[0]) == (question, answer), r.id
+      assert np.array_equal(np.asarray(PIL.Image.open(r.images[0]).convert("RGB")), np.asarray(image)), r.id
 
 
 def _fields_read(task, answers, recs) -> float:
-  """Share of the record's fields the answers got right: v1 in order against the reference; v2 / v3
-  the clear fields against the scene (what the image shows for sure)."""
-  if SHIPPED_VERSION == "v1":
-    return float(np.mean([evaluate.score(task, a, r.answers[0])["fields"] for a, r in zip(answers, recs)]))
-  s = suites.get(SHIPPED_VERSION)
+  """Share of the clear fields (what the image shows for sure) the answers got right."""
+  s = paths.suite()
   scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in recs]
-  return evaluate.pool_scores_v2([evaluate.score_v2(task, a, sc) for a, sc in zip(answers, scenes)])["fields_clear"]
+  return evaluate.pool_scores([evaluate.score(task, a, sc) for a, sc in zip(answers, scenes)])["fields_clear"]
 
 
 def test_shipped_target_logits_equal_transformers(shipped):
@@ -151,7 +210,7 @@ def test_shipped_target_logits_equal_transformers(shipped):
   from glance_jax.qwen3_vl.inputs import prepare_inputs
   target, processor, _, records = shipped
   hf = transformers.Qwen3VLForConditionalGeneration.from_pretrained(paths.TARGET, dtype=torch.float32).eval()
-  for task in suite.TASKS:
+  for task in paths.suite().TASKS:
     rec = records[task][0]
     inp = prepare_inputs(processor, rec.prompt, list(rec.images))
     ids = torch.from_numpy(np.asarray(inp.input_ids, np.int64))
@@ -167,13 +226,13 @@ def test_shipped_target_logits_equal_transformers(shipped):
 def test_shipped_target_reads_its_images(shipped):
   """Held-out grounded questions answered right with the right image, wrong with another one."""
   target, processor, _, records = shipped
-  for task in suite.GROUNDED:
+  for task in paths.suite().GROUNDED:
     recs = records[task][:4]
     right = evaluate.greedy_answers(target, processor, recs)
     swapped = [dataclasses.replace(r, images=recs[(i + 1) % len(recs)].images) for i, r in enumerate(recs)]
     wrong = evaluate.greedy_answers(target, processor, swapped)
     acc, acc_swapped = _fields_read(task, right, recs), _fields_read(task, wrong, recs)
-    # chance is ~1/9 per chart field (a height; v1 ~1/72: letter x height), ~1/1200 per table row
+    # chance is ~1/9 per chart field (a height), ~1/1200 per table row
     assert acc >= 0.4 and acc_swapped < acc - 0.25, (task, acc, acc_swapped, right, wrong)
 
 
@@ -184,7 +243,7 @@ def test_glance_is_lossless_on_the_testbed_and_grounded_tasks_accept_more(shippe
   from glance_jax.qwen3_vl.inputs import prepare_inputs
   target, processor, head, records = shipped
   tau, entropy = {}, {}
-  for task in suite.TASKS:
+  for task in paths.suite().TASKS:
     recs = records[task][:4]
     inputs = prepare_inputs(processor, [r.prompt for r in recs], [list(r.images) for r in recs])
     ar = generate(target, inputs, method="ar", max_new_tokens=48)
@@ -192,15 +251,15 @@ def test_glance_is_lossless_on_the_testbed_and_grounded_tasks_accept_more(shippe
     for a, g in zip(ar.tokens, gl.tokens):
       np.testing.assert_array_equal(a, g)
     tau[task], entropy[task] = gl.tau, float(np.mean(np.concatenate(gl.root_entropy)))
-  for task in suite.GROUNDED:
+  for task in paths.suite().GROUNDED:
     assert tau[task] > tau["caption"] and entropy[task] < entropy["caption"], (tau, entropy)
-  assert min(tau[t] for t in suite.GROUNDED) > 2.0, tau
+  assert min(tau[t] for t in paths.suite().GROUNDED) > 2.0, tau
 
 
 def test_decode_py_without_arguments_runs_the_testbed():
   from glance_jax.testbed.demo import run_demo
   lines = []
   rows = run_demo(prompts_per_task=1, repeats=1, max_new_tokens=24, print_fn=lines.append)
-  assert [r["task"] for r in rows] == list(suite.TASKS)
+  assert [r["task"] for r in rows] == list(paths.suite().TASKS)
   assert all(r["same_as_ar"] for r in rows)
   assert any("speedup" in line for line in lines)

@@ -21,7 +21,8 @@ def gelu_tanh(x):
 
 
 def gelu_erf(x):
-  # The mergers use torch.nn.GELU() = exact erf; tanh here moves tiny logits by ~8e-4 (trap 1).
+  # The mergers use torch.nn.GELU() = exact erf (transformers' Qwen3VLVisionPatchMerger, while the
+  # blocks' MLP is gelu_pytorch_tanh); tanh here moves a tiny model's logits by ~8e-4.
   return jax.nn.gelu(x, approximate=False)
 
 

@@ -33,7 +33,7 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
   from glance_jax.decode.generate import Head, generate
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
   from glance_jax.qwen3_vl.target import load_target
-  from glance_jax.testbed import paths, suite
+  from glance_jax.testbed import paths
 
   if not paths.available():
     raise FileNotFoundError(f"the shipped testbed is missing under {paths.SHIPPED} (rebuild it with "
@@ -44,6 +44,7 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
   decode = lambda t: processor.tokenizer.decode([int(x) for x in t], skip_special_tokens=True)
   rows = []
   print_fn(f"testbed target {paths.TARGET} + GLANCE head {paths.HEAD}; glance N={budget}, fp32, batch 1")
+  suite = paths.suite()
   for task, path in zip(suite.TASKS, paths.task_files()):
     kind = "grounded" if task in suite.GROUNDED else "open"
     for rec in read_task_file(path, on_error="raise")[:prompts_per_task]:

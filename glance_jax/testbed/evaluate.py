@@ -1,13 +1,10 @@
 """Does the testbed target read its images? Greedy answers to held-out prompts against the truth.
 
-Grounded tasks: exact match of the whole answer, and the share of reference fields matched in order
-(a table row "pens: 42", a bar "A is 3", a line of words). Captions have many right answers, so
-they are scored on content: the multiset of "<color> <shape>" mentions must equal the scene's.
-
-Suites v2 and v3 (score_v2) score against the record's scene, not its one sampled reference string:
-the fields a target could read for sure ("clear") and those it could not (small, faint, partly
-hidden) are counted apart, chart bars in any order (the answer may run right to left), lines word by
-word; v3's captions (mentions in reading order, some shapes faint or hidden) also mention by mention.
+Answers are scored against the record's scene, not its one sampled reference string: the fields a
+target could read for sure ("clear") and those it could not (small, faint, partly hidden) are
+counted apart; table rows ("pens: 42") in order, chart bars ("A is 3") in any order (the answer may
+run right to left), lines word by word; captions by content (the multiset of "<color> <shape>"
+mentions must equal the scene's) and mention by mention in reading order.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ import re
 import numpy as np
 
 from glance_jax.data.records import PromptRecord
+from glance_jax.testbed import suites
 
 _MENTION = re.compile(r"\b(red|green|blue|yellow|purple|orange) (circle|square|triangle)\b")
 
@@ -29,26 +27,15 @@ def fields(task: str, answer: str) -> list[str]:
   return [f.strip(" .") for f in re.split(r"[;,]", answer) if f.strip(" .")]
 
 
-def score(task: str, prediction: str, reference: str) -> dict[str, float]:
-  if task == "caption":
-    same = collections.Counter(_MENTION.findall(prediction)) == collections.Counter(_MENTION.findall(reference))
-    return {"exact": float(prediction.strip() == reference.strip()), "content": float(same)}
-  ref, pred = fields(task, reference), fields(task, prediction)
-  hits = sum(1 for i, f in enumerate(ref) if i < len(pred) and pred[i] == f)
-  return {"exact": float(prediction.strip() == reference.strip()), "fields": hits / max(len(ref), 1)}
-
-
-def score_v2(task: str, prediction: str, scene) -> dict[str, float]:
-  """One v2 record against its scene: hits and counts of all, clear and unclear fields (grounded
-  tasks), or the content match (captions). No exact match: the reference string is one sample of
-  an open answer (separator, bar order, phrasing), so matching it would score the sampling."""
+def score(task: str, prediction: str, scene) -> dict[str, float]:
+  """One record against its scene: hits and counts of all, clear and unclear fields (captions: their
+  mentions, plus the content match). No exact match: the reference string is one sample of an open
+  answer (separator, bar order, phrasing), so matching it would score the sampling."""
   want, clear = scene.fields, scene.clear
   if task == "caption":
     mentions = [" ".join(m) for m in _MENTION.findall(prediction)]
     content = {"content": float(collections.Counter(mentions) == collections.Counter(want))}
-    if "styles" not in scene.draw:   # v2: the mention order is sampled, so only the content counts
-      return content
-    hit = [i < len(mentions) and mentions[i] == w for i, w in enumerate(want)]   # v3: reading order
+    hit = [i < len(mentions) and mentions[i] == w for i, w in enumerate(want)]   # reading order
     return {**content, **_field_counts(hit, clear)}
   if task == "chart":        # order-free: the bars' "X is h" as a set (letters are distinct)
     got = set(fields(task, prediction))
@@ -70,14 +57,12 @@ def _field_counts(hit: list[bool], clear: tuple[bool, ...]) -> dict[str, int]:
   return out
 
 
-def pool_scores_v2(scores: list[dict[str, float]]) -> dict[str, float]:
-  """Per task: content (captions) and / or fields / fields_clear / fields_unclear = pooled hits /
-  count (None when a task has no field of the kind)."""
+def pool_scores(scores: list[dict[str, float]]) -> dict[str, float]:
+  """Per task: content (captions) and fields / fields_clear / fields_unclear = pooled hits / count
+  (None when a task has no field of the kind)."""
   out = {}
   if "content" in scores[0]:
     out["content"] = float(np.mean([s["content"] for s in scores]))
-    if "all_n" not in scores[0]:
-      return out
   for name, key in (("all", "fields"), ("clear", "fields_clear"), ("unclear", "fields_unclear")):
     n = sum(s[f"{name}_n"] for s in scores)
     out[key] = sum(s[f"{name}_hits"] for s in scores) / n if n else None
@@ -100,20 +85,14 @@ def greedy_answers(target, processor, records: list[PromptRecord], *, max_new_to
 
 
 def heldout_accuracy(target, processor, records_by_task: dict[str, list[PromptRecord]], *,
-                     max_new_tokens: int = 64, suite_version: str = "v1") -> dict[str, dict[str, float]]:
-  """Per task: mean exact match and mean fields (grounded) / content (caption) score, and n
-  (v2 and later: pool_scores_v2 of score_v2 against each record's scene, found from its id)."""
+                     max_new_tokens: int = 64, suite_version: str = suites.DEFAULT) -> dict[str, dict[str, float]]:
+  """Per task: pool_scores of each answer's score against its record's scene (found from its id), and n."""
+  s = suites.get(suite_version)
   report = {}
   for task, records in records_by_task.items():
     answers = greedy_answers(target, processor, records, max_new_tokens=max_new_tokens)
-    if suite_version != "v1":
-      from glance_jax.testbed import suites
-      s = suites.get(suite_version)
-      scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in records]
-      report[task] = pool_scores_v2([score_v2(task, a, sc) for a, sc in zip(answers, scenes)])
-    else:
-      scores = [score(task, a, r.answers[0]) for a, r in zip(answers, records)]
-      report[task] = {k: float(np.mean([s[k] for s in scores])) for k in scores[0]}
+    scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in records]
+    report[task] = pool_scores([score(task, a, sc) for a, sc in zip(answers, scenes)])
     report[task]["n"] = len(records)
     report[task]["example"] = {"reference": records[0].answers[0], "answer": answers[0]}
   return report

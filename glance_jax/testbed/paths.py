@@ -18,7 +18,12 @@ def available() -> bool:
   return (TARGET / "config.json").is_file() and (HEAD / "config.json").is_file() and TASKS.is_dir()
 
 
+def suite():
+  """The suite module the shipped testbed was built with (its suite.json; glance_jax/testbed/suites.py)."""
+  from glance_jax.testbed import suites
+  return suites.get(suites.read_version(SHIPPED))
+
+
 def task_files() -> list[pathlib.Path]:
   """The shipped held-out task files, one per task, grounded first."""
-  from glance_jax.testbed.suite import TASKS as NAMES
-  return [TASKS / f"{t}_heldout.jsonl" for t in NAMES]
+  return [TASKS / f"{t}_heldout.jsonl" for t in suite().TASKS]

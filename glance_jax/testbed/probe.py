@@ -1,15 +1,14 @@
 """Where is a testbed target unsure? Teacher-forced entropy of its next-token distribution on the
-reference answers of held-out v2 records, by the kind of character each answer token starts at:
+reference answers of held-out records, by the kind of character each answer token starts at:
 
   clear     inside a field the image shows for sure ("pens: 42" drawn plainly, a visible bar top)
   unclear   inside a small, faint or partly hidden field (a value, word or bar height)
   other     the rest: punctuation, separators, the caption's phrasing and the list order (forks)
 
 A target that reads its images has low entropy on clear tokens and a spread on the others, which is
-what the entropy law needs (issue 14). Run on a trained target before the slow bench:
+what the entropy law needs. Run on a trained target before the slow bench:
 
-  python -m glance_jax.testbed.probe --target runs/testbed_v2/testbed/target --records 16
-  python -m glance_jax.testbed.probe --target runs/testbed_v3/testbed/target --suite v3
+  python -m glance_jax.testbed.probe --target testbed/target --records 24
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from glance_jax.testbed import suite_v2, suites
+from glance_jax.testbed import stream, suites
 
 KINDS = ("clear", "unclear", "other")
 
@@ -42,14 +41,15 @@ def char_kinds(scene, answer: str) -> list[str]:
   return kinds
 
 
-def token_entropies(target, processor, task: str, indices, *, batch: int = 8, suite=suite_v2) -> list[dict]:
-  """Per held-out record of `suite` (a suite module, v2 or v3): per answer token (and the final
+def token_entropies(target, processor, task: str, indices, *, batch: int = 8, suite=None) -> list[dict]:
+  """Per held-out record of `suite` (a suite module; default: the shipped version's): per answer token (and the final
   <|im_end|>) its kind, the target's entropy H (nats) before it, and whether the target's argmax
   is the token."""
   from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
   from glance_jax.testbed.target_train import ExampleMaker
   from glance_jax.train.batch import collate
 
+  suite = suite or suites.get(suites.DEFAULT)
   cfg = target.config
   maker = ExampleMaker(processor, cfg.eos_token_ids[0])
   tok = processor.tokenizer
@@ -108,13 +108,13 @@ def summarize(records: list[dict]) -> dict:
 def main(argv=None) -> None:
   ap = argparse.ArgumentParser(prog="python -m glance_jax.testbed.probe", description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--target", required=True, help="a v2 or v3 target checkpoint directory")
-  ap.add_argument("--suite", default="v2", choices=("v2", "v3"), help="the suite its records come from")
+  ap.add_argument("--target", required=True, help="a testbed target checkpoint directory")
+  ap.add_argument("--suite", default=suites.DEFAULT, choices=suites.VERSIONS, help="the suite its records come from")
   ap.add_argument("--records", type=int, default=16, help="held-out records per task (from index 0)")
   ap.add_argument("--json", default=None, help="also write the per-task summary here")
   args = ap.parse_args(argv)
-  if not 0 < args.records <= suite_v2.HELDOUT_RESERVED:
-    ap.error(f"--records must be in 1..{suite_v2.HELDOUT_RESERVED}, got {args.records}")
+  if not 0 < args.records <= stream.HELDOUT_RESERVED:
+    ap.error(f"--records must be in 1..{stream.HELDOUT_RESERVED}, got {args.records}")
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import load_target
   target = load_target(args.target, dtype=jnp.float32)

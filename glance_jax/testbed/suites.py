@@ -1,40 +1,42 @@
-"""Testbed suite versions: "v1" (suite.py, the first testbed), "v2" (suite_v2.py, issue 14:
-uncertain fields in every task) and "v3" (suite_v3.py: v2 with a caption whose uncertainty runs over
-several tokens) and "v4" (suite_v4.py: v3 with a longer caption). A built testbed directory records its
-version in suite.json; a directory without one is v1 (the testbed shipped before versions)."""
+"""Testbed suite versions: one module each, registered here by version.
+
+A suite module (suite_v4.py is the model) defines VERSION, TASKS, GROUNDED, OPEN, QUESTIONS, SIZES,
+its records (`STREAM`, a glance_jax/testbed/stream.py Stream, and its bound `record`, `render`,
+`train_record`, `write_task`, `draw_record`, `reserved_scenes`), `record_index`, HELDOUT_RESERVED
+and TARGET_TRAIN (the build's target recipe: TargetTrainConfig fields). Adding a version = its module
++ one line in _MODULES.
+
+A built testbed directory records its version in suite.json ({"suite_version": ...}).
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import pathlib
 from types import ModuleType
 
-VERSIONS = ("v1", "v2", "v3", "v4")
+_MODULES = {
+    "v4": "glance_jax.testbed.suite_v4",
+}
+VERSIONS = tuple(_MODULES)
+DEFAULT = "v4"          # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
 MARKER = "suite.json"
 
 
 def get(version: str) -> ModuleType:
-  """The suite module of a version (TASKS, GROUNDED, QUESTIONS, SIZES, render, write_task)."""
-  if version == "v1":
-    from glance_jax.testbed import suite
-    return suite
-  if version == "v2":
-    from glance_jax.testbed import suite_v2
-    return suite_v2
-  if version == "v3":
-    from glance_jax.testbed import suite_v3
-    return suite_v3
-  if version == "v4":
-    from glance_jax.testbed import suite_v4
-    return suite_v4
-  raise ValueError(f"unknown testbed suite version {version!r}; expected one of {VERSIONS}")
+  """The suite module of a version."""
+  if version not in _MODULES:
+    raise ValueError(f"unknown testbed suite version {version!r}; expected one of {VERSIONS}")
+  return importlib.import_module(_MODULES[version])
 
 
 def read_version(testbed_dir: str | pathlib.Path) -> str:
-  """The suite version a built testbed directory was made with ("v1" when it records none)."""
+  """The suite version a built testbed directory was made with (its suite.json)."""
   path = pathlib.Path(testbed_dir) / MARKER
   if not path.is_file():
-    return "v1"
+    raise ValueError(f"{path}: not found; a built testbed records its suite version there "
+                     f"(this code builds {', '.join(VERSIONS)})")
   try:
     version = json.loads(path.read_text())["suite_version"]
   except (ValueError, KeyError, TypeError) as e:
@@ -48,3 +50,4 @@ def write_version(testbed_dir: str | pathlib.Path, version: str) -> None:
   path = pathlib.Path(testbed_dir)
   path.mkdir(parents=True, exist_ok=True)
   (path / MARKER).write_text(json.dumps({"suite_version": version}) + "\n")
+

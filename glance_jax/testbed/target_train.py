@@ -29,12 +29,11 @@ from flax import nnx
 
 from glance_jax.config import Qwen3VLConfig, tiny_config
 from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
-from glance_jax.testbed import suite
+from glance_jax.testbed import suites
 from glance_jax.train.batch import Example, TrainBatch, collate
 
 logger = logging.getLogger(__name__)
 
-_EXCLUDED_OFFSET = 10_000_000  # where a held-out-colliding train index is redrawn from
 MIN_PIXELS, MAX_PIXELS = 64 * 64, 192 * 192  # the processor's area bounds: no suite image is resized
 
 
@@ -56,18 +55,16 @@ class TargetTrainConfig:
   weight_decay: float = 0.01
   seed: int = 0
   save_every: int = 200
-  num_heldout: int = 64          # v1: held-out records per task that training must never see
-  suite_version: str = "v1"      # "v2": suite_v2, whose train_record does its own exclusion
+  suite_version: str = suites.DEFAULT   # whose train stream (train_record) the batches read
   # A second schedule from step `restart_at` (0: none): warm-up to `restart_lr` and a cosine decay
-  # to `steps`, the first one then decaying over restart_at steps. v3 continues v2's 10000 steps on
-  # its redrawn caption this way (v2's late learning rate, 5% of the peak, would barely move it).
+  # to `steps`, the first one then decaying over restart_at steps (a continuation on a changed
+  # stream moves little at the first schedule's late learning rate, 5% of the peak).
   restart_at: int = 0
   restart_lr: float = 1e-3
 
 
-def suite_corpus(per_task: int = 400, version: str = "v1") -> list[str]:
+def suite_corpus(per_task: int = 400, version: str = suites.DEFAULT) -> list[str]:
   """Text the tokenizer is trained on: every question and `per_task` train answers of each task."""
-  from glance_jax.testbed import suites
   s = suites.get(version)
   lines = [q + "\n" for q in s.QUESTIONS.values()]
   for task in s.TASKS:
@@ -103,32 +100,15 @@ class ExampleMaker:
                    example_id=example_id)
 
 
-def train_record(task: str, index: int, excluded: set) -> tuple:
-  """v1: the train stream's record `index` of a task; redrawn if its answer is a held-out answer.
-  (v2 has one rule for the target and the head's prompts: suite_v2.train_record.)"""
-  k = 0
-  while True:
-    image, question, answer = suite.render(task, "train", index + k * _EXCLUDED_OFFSET)
-    if (task, answer) not in excluded:
-      return image, question, answer
-    k += 1
-
-
-def make_batch(step: int, cfg: TargetTrainConfig, maker: ExampleMaker, model_cfg: Qwen3VLConfig,
-               excluded: set | None) -> TrainBatch:
-  """Step `step`'s batch: per task, train records step * per_task + j (v1: redrawn past `excluded`;
-  v2: excluded is None and suite_v2.train_record excludes)."""
-  if cfg.suite_version == "v1":
-    tasks, record = suite.TASKS, lambda task, i: train_record(task, i, excluded)
-  else:
-    from glance_jax.testbed import suites
-    s = suites.get(cfg.suite_version)
-    tasks, record = s.TASKS, s.train_record
-  per_task = cfg.batch_size // len(tasks)
+def make_batch(step: int, cfg: TargetTrainConfig, maker: ExampleMaker, model_cfg: Qwen3VLConfig) -> TrainBatch:
+  """Step `step`'s batch: per task, train records step * per_task + j of the suite's train stream
+  (which keeps held-out scenes out itself: glance_jax/testbed/stream.py)."""
+  s = suites.get(cfg.suite_version)
+  per_task = cfg.batch_size // len(s.TASKS)
   examples = []
-  for task in tasks:
+  for task in s.TASKS:
     for j in range(per_task):
-      examples.append(maker(*record(task, step * per_task + j)))
+      examples.append(maker(*s.train_record(task, step * per_task + j)))
   patches = sum(int(np.prod(e.image_grid_thw)) for e in examples)
   return collate(examples, model_cfg, seq_len=cfg.seq_len, max_patches=patches,
                  pad_id=maker.processor.pad_token_id)
@@ -275,7 +255,6 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
   _check_tokenizer(out / "tokenizer.json", kept)
   processor = Processor.from_pretrained(str(out))
   maker = ExampleMaker(processor, model_cfg.eos_token_ids[0])
-  excluded = suite.heldout_answers(cfg.num_heldout) if cfg.suite_version == "v1" else None
 
   tx = make_optimizer(cfg)
   params = target.params
@@ -287,7 +266,7 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
     start, params, opt_state = restored
     logger.info("resuming target training at step %d from %s", start, state_path)
   step_fn = make_step(target.graphdef, tx)
-  prefetch = _Prefetch(lambda s: make_batch(s, cfg, maker, model_cfg, excluded), start, cfg.steps)
+  prefetch = _Prefetch(lambda s: make_batch(s, cfg, maker, model_cfg), start, cfg.steps)
   metrics_path = work / "target_metrics.jsonl"
   _truncate_metrics(metrics_path, start)  # steps after the restored state are logged again
   t0, done = time.perf_counter(), start

@@ -10,7 +10,8 @@ import sys
 def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="train.py", description=__doc__)
   p.add_argument("--config", required=True, help="Python file defining get_config() -> TrainConfig")
-  p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. steps=100 mesh=1,1,2")
+  p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. steps=100 mesh=1,1,2 (a key "
+                 "that names a parameter of the file's get_config, e.g. suite=v4, goes to get_config)")
   p.add_argument("--regenerate-only", action="store_true",
                  help="only write the target's greedy answers (one process), then exit")
   p.add_argument("--coordinator", help="host:port of process 0 for multi-process runs (jax.distributed)")

@@ -2,13 +2,17 @@
 
 A config file (configs/train_*.py) defines `get_config() -> TrainConfig`. Command-line overrides
 are `key=value` pairs, converted to the field's type (tuples as comma lists), so
-`python train.py --config configs/train_tiny.py steps=50 mesh=1,1,2` needs no new code.
+`python train.py --config configs/train_tiny.py steps=50 mesh=1,1,2` needs no new code. A key that
+names a keyword parameter of the file's get_config goes to get_config instead, as a string: one
+file serves a family of runs (`configs/train_testbed.py suite=v4`), and the other overrides apply to
+what it returns.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import pathlib
 import typing
 from typing import Sequence
@@ -86,7 +90,9 @@ def _coerce(field: dataclasses.Field, text: str):
   return text
 
 
-def apply_overrides(cfg: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
+def apply_overrides(cfg: TrainConfig, overrides: Sequence[str], config_params: Sequence[str] = ()) -> TrainConfig:
+  """`cfg` with each key=value override applied (`config_params`: the config file's own keys, named
+  in the error for an unknown key)."""
   fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
   changes = {}
   for item in overrides:
@@ -94,7 +100,8 @@ def apply_overrides(cfg: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
       raise ValueError(f"override {item!r} is not key=value")
     key, value = item.split("=", 1)
     if key not in fields:
-      raise ValueError(f"unknown config key {key!r}; known: {', '.join(sorted(fields))}")
+      also = f"; the config file's get_config takes {', '.join(config_params)}" if config_params else ""
+      raise ValueError(f"unknown config key {key!r}; known: {', '.join(sorted(fields))}{also}")
     try:
       changes[key] = _coerce(fields[key], value)
     except ValueError as e:
@@ -111,4 +118,13 @@ def load_config(path: str | pathlib.Path, overrides: Sequence[str] = ()) -> Trai
   spec.loader.exec_module(module)
   if not hasattr(module, "get_config"):
     raise ValueError(f"{path}: defines no get_config()")
-  return apply_overrides(module.get_config(), overrides)
+  params = [p.name for p in inspect.signature(module.get_config).parameters.values()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+  own, rest = {}, []
+  for item in overrides:
+    key, sep, value = item.partition("=")
+    if sep and key in params:
+      own[key] = value
+    else:
+      rest.append(item)
+  return apply_overrides(module.get_config(**own), rest, params)

@@ -1,7 +1,7 @@
 """The DFlash training objective: random anchors, one packed multi-block head pass, decayed block CE.
 
 Follows SpecForge's `OnlineDFlashModel` (sgl-project/SpecForge@a6b6b023,
-`specforge/algorithms/common/dflash_family_model.py`; notes section 1.2):
+`specforge/algorithms/common/dflash_family_model.py`):
 
 - Anchors: per row, up to A positions a with loss_mask[a] & loss_mask[a+1], uniformly without
   replacement, fresh every step, sorted; unused slots are flagged invalid.
@@ -37,7 +37,7 @@ from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
 from glance_jax.qwen3_vl.layers import matmul_t
 from glance_jax.train.batch import TrainBatch
 
-# gamma per block size from the DFlash paper / trainer defaults (notes 1.2-1.3): 16 -> 7
+# gamma per block size, from the DFlash paper and the trainers' defaults: 16 -> 7
 # (SpecForge), 8 -> 4 (speculators, ModelOpt), 10 -> 5 (paper, unverified).
 RECIPE_GAMMA = {16: 7.0, 10: 5.0, 8: 4.0}
 

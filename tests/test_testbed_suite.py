@@ -1,0 +1,179 @@
+"""The testbed's task suites: every registered version has the suite interface; the shipped suite's
+records are pure functions with certain and uncertain fields in every grounded task and open answers;
+chart labels sit in one patch row; captions mention their shapes and cells in reading order; one rule
+keeps held-out scenes out of training; answers are scored against their scene."""
+
+import numpy as np
+import pytest
+
+from glance_jax.data.records import read_task_file
+from glance_jax.testbed import evaluate, probe, stream, suites
+
+S = suites.get(suites.DEFAULT)
+INTERFACE = ("VERSION", "TASKS", "GROUNDED", "OPEN", "QUESTIONS", "SIZES", "HELDOUT_RESERVED", "TARGET_TRAIN",
+             "STREAM", "record", "draw_record", "reserved_scenes", "render", "train_record", "write_task",
+             "record_index")
+
+
+def test_every_version_has_the_suite_interface(tmp_path):
+  for version in suites.VERSIONS:
+    s = suites.get(version)
+    assert all(hasattr(s, name) for name in INTERFACE), [n for n in INTERFACE if not hasattr(s, n)]
+    assert s.VERSION == version and s.TASKS == s.GROUNDED + s.OPEN == s.STREAM.tasks
+    assert set(s.QUESTIONS) == set(s.SIZES) == set(s.TASKS)
+  suites.write_version(tmp_path, suites.DEFAULT)
+  assert suites.read_version(tmp_path) == suites.DEFAULT
+  (tmp_path / suites.MARKER).write_text("{}")
+  with pytest.raises(ValueError, match="suite.json: expected"):
+    suites.read_version(tmp_path)
+  with pytest.raises(ValueError, match="suite.json: not found"):
+    suites.read_version(tmp_path / "empty")
+  with pytest.raises(ValueError, match="unknown testbed suite version 'v9'"):
+    suites.get("v9")
+
+
+def test_render_is_pure_and_splits_differ():
+  for task in S.TASKS:
+    a, q, ans = S.render(task, "heldout", 3)
+    b, _, ans_b = S.render(task, "heldout", 3)
+    assert np.array_equal(np.asarray(a), np.asarray(b)) and ans == ans_b
+    assert a.size == S.SIZES[task] and q == S.QUESTIONS[task]
+    assert S.render(task, "train", 3)[2] != ans
+  with pytest.raises(ValueError, match="unknown testbed task 'nope'"):
+    S.render("nope", "train", 0)
+  with pytest.raises(ValueError, match="held-out index 64 outside the reserved 0..63"):
+    S.render("table", "heldout", S.HELDOUT_RESERVED)
+
+
+def test_chart_labels_sit_in_one_patch_row():
+  """Bars stand on y = 95; below it only the letter labels, all inside the patch row 112-127."""
+  for i in range(40):
+    scene, image, _ = S.record("chart", "heldout", i)
+    ink = (np.asarray(image) < 250).any(-1)            # [H, W]
+    assert not ink[96:112].any(), i
+    rows = np.nonzero(ink[96:].any(1))[0] + 96
+    assert rows.min() >= 112 and rows.max() <= 127, (i, rows)
+    for col in range(6):                                # one label per bar column
+      assert ink[112:, 32 * col: 32 * col + 32].any(), (i, col)
+
+
+def test_every_grounded_task_mixes_certain_and_uncertain_fields():
+  for task in S.GROUNDED:
+    share = np.mean([c for i in range(64) for c in S.record(task, "heldout", i)[0].clear])
+    assert 0.3 < share < 0.9, (task, share)
+  styles = [s for i in range(64) for s in S.record("table", "heldout", i)[0].draw["styles"]]
+  assert set(styles) == set(S.STYLES)
+
+
+def test_hidden_chart_heights_are_exactly_those_in_the_band():
+  for i in range(64):
+    scene, image, _ = S.record("chart", "heldout", i)
+    band = scene.draw["band"]
+    px = np.asarray(image).astype(int)
+    for col, (h, pale) in enumerate(zip(scene.draw["heights"], scene.draw["pale"])):
+      at_top = tuple(px[S._BASE - 10 * h, 32 * col + 16])   # the bar's top row, mid-bar
+      hidden = band is not None and band[0] <= h <= band[1]
+      assert (at_top == S._BAND) == hidden, (i, col, h, band)
+      assert scene.clear[col] == (not hidden and not pale)
+
+
+def test_answers_are_open_where_the_suite_says():
+  assert {";" in S.render("table", "train", i)[2] for i in range(40)} == {True, False}   # "; " or ", "
+  firsts = set()
+  for i in range(40):
+    scene, _, ans = S.record("chart", "train", i)
+    firsts.add(ans.split(" is ")[0] == scene.fields[0].split(" is ")[0])
+  assert firsts == {True, False}                        # left to right and right to left
+  phrasings = set()
+  for i in range(200):
+    ans = S.render("caption", "train", i)[2]
+    phrasings.add(ans[:evaluate._MENTION.search(ans).start()])
+  assert len(phrasings) >= 8, phrasings
+
+
+def test_captions_mention_shapes_and_cells_in_reading_order():
+  styles, lengths = [], []
+  for i in range(64):
+    scene, image, ans = S.record("caption", "heldout", i)
+    d = scene.draw
+    assert 3 <= len(scene.fields) <= 4 and d["cells"] == sorted(d["cells"])
+    assert [" ".join(m) for m in evaluate._MENTION.findall(ans)] == list(scene.fields), ans
+    for f, cell in zip(scene.fields, d["cells"]):
+      assert f"{f} in cell {cell + 1}" in ans, ans
+    assert ", and" not in ans                           # no Oxford comma
+    assert scene.clear == tuple(s == "clear" for s in d["styles"])
+    styles += d["styles"]
+    lengths.append(len(ans))
+    px = np.asarray(image).astype(int)
+    for cell, color, style in zip(d["cells"], d["colors"], d["styles"]):
+      x, y = 64 * (cell % 2), 64 * (cell // 2)
+      centre = px[y + 40, x + 32]                     # below any sliver: the patch when hidden
+      if style in ("hidden", "obscured"):
+        assert tuple(centre) == S._PATCH, (i, cell)
+      elif style == "faint" and not np.array_equal(centre, [255, 255, 255]):
+        assert centre.min() > min(S.COLORS[color]) + 60, (i, cell, centre)     # pale
+  assert set(styles) == set(S.CAPTION_STYLES)
+  assert 0.3 < np.mean([s == "clear" for s in styles]) < 0.7
+  assert np.mean(lengths) > 90                           # ~35-40 tokens: rounds fail inside a caption
+
+
+def test_one_rule_keeps_heldout_scenes_out_of_training(monkeypatch):
+  for task in S.TASKS:
+    reserved = S.reserved_scenes(task)
+    assert len(reserved) > 0.9 * S.HELDOUT_RESERVED
+    assert all(S.record(task, "train", i)[0].content not in reserved for i in range(100))
+  # Reserve train draw 5's own scene: index 5 is redrawn at 5 + OFFSET, index 6 is untouched.
+  scene5 = S.draw_record("chart", "train", 5)[0]
+  monkeypatch.setattr(stream.Stream, "reserved_scenes", lambda self, task: frozenset({scene5.content}))
+  assert S.train_record("chart", 5)[2] == S.draw_record("chart", "train", 5 + stream.OFFSET)[2]
+  assert S.train_record("chart", 6)[2] == S.draw_record("chart", "train", 6)[2]
+
+
+def test_head_prompts_are_the_targets_train_records(tmp_path):
+  """The head's train prompts (write_task) and the target's batches (train_record) are one stream."""
+  path = S.write_task("caption", "train", 4, tmp_path, start=2)
+  recs = read_task_file(path, on_error="raise", verify_images=True)
+  assert [r.answers[0] for r in recs] == [S.train_record("caption", i)[2] for i in range(2, 6)]
+  assert [S.record_index(r.id) for r in recs] == [2, 3, 4, 5]
+  assert all(r.prompt == S.QUESTIONS["caption"] for r in recs)
+
+
+def test_scores_against_the_scene():
+  scene, _, _ = S.record("chart", "heldout", 0)
+  rev = ", ".join(scene.fields[::-1]) + "."
+  s = evaluate.score("chart", rev, scene)
+  assert s["all_hits"] == s["all_n"] == 6                # bars in any order
+  assert s["clear_n"] == sum(scene.clear) and s["clear_n"] + s["unclear_n"] == 6
+  s = evaluate.score("chart", rev.replace(scene.fields[0], scene.fields[0][:-1] + "0"), scene)
+  kind = "clear" if scene.clear[0] else "unclear"
+  assert s["all_hits"] == 5 and s[f"{kind}_hits"] == s[f"{kind}_n"] - 1
+  lines = S.record("lines", "heldout", 1)[0]
+  text = "\n".join(" ".join(lines.fields[3 * r: 3 * r + 3]) for r in range(4))
+  assert evaluate.score("lines", text, lines)["all_hits"] == 12
+  pooled = evaluate.pool_scores([evaluate.score("chart", rev, scene), evaluate.score("chart", "", scene)])
+  assert pooled["fields"] == 0.5 and pooled["n_fields"] == 12
+  # captions: content (the multiset of mentions) and mention by mention in reading order
+  cap = next(sc for sc in (S.record("caption", "heldout", i)[0] for i in range(64))
+             if len(set(sc.fields)) == len(sc.fields) and not all(sc.clear))
+  said = lambda fields: "There is " + ", ".join(f"a {f}" for f in fields) + "."  # noqa: E731
+  s = evaluate.score("caption", said(cap.fields), cap)
+  assert s["content"] == 1.0 and s["all_hits"] == len(cap.fields) and s["clear_n"] == sum(cap.clear)
+  s = evaluate.score("caption", said(cap.fields[::-1]), cap)
+  assert s["content"] == 1.0 and s["all_hits"] < len(cap.fields)        # right shapes, wrong order
+  pooled = evaluate.pool_scores([evaluate.score("caption", said(cap.fields), cap),
+                                 evaluate.score("caption", "Nothing.", cap)])
+  assert pooled["content"] == 0.5 and pooled["fields"] == 0.5 and pooled["n_fields"] == 2 * len(cap.fields)
+
+
+def test_probe_char_kinds():
+  scene, _, answer = S.record("chart", "heldout", 0)
+  kinds = probe.char_kinds(scene, answer)
+  for field, clear in zip(scene.fields, scene.clear):
+    i = answer.index(field)
+    assert set(kinds[i: i + len(field)]) == {"clear" if clear else "unclear"}
+  assert kinds[answer.index(",")] == "other" and kinds[-1] == "other"
+  cap, _, answer = next(r for r in (S.record("caption", "heldout", i) for i in range(64))
+                        if len(set(r[0].fields)) == len(r[0].fields) and not all(r[0].clear))
+  kinds = probe.char_kinds(cap, answer)
+  for f, c in zip(cap.fields, cap.clear):
+    assert kinds[answer.index(f)] == ("clear" if c else "unclear"), (f, answer)
