@@ -1,6 +1,6 @@
 """Decoding report on CPU: bf16 output audit, per-round time split, batch scaling.
 
-    cd /work/main && /work/venv/bin/python benchmarks/decode_report.py [--quick] [--json OUT] \
+    python benchmarks/decode_report.py [--quick] [--json OUT] \
         [--sections audit,split,batch]
 
 Everything runs on random "lively" weights (glance_jax.testing.random_weights.lively: every matrix

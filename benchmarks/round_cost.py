@@ -1,6 +1,6 @@
 """The cost of a round: t_round(N) / t_AR and its parts, and the budget N it predicts is fastest.
 
-    cd /work/main && /work/venv/bin/python benchmarks/round_cost.py --sizes tiny,small,medium \
+    python benchmarks/round_cost.py --sizes tiny,small,medium \
         [--budgets 1,15,31,63] [--taus bench.json | --taus 15:3.1,31:3.4,63:3.6] [--json OUT]
 
 Per size of benchmarks/target_speed.py (tiny / small / medium: random fp32 "lively" weights, a

@@ -1,6 +1,6 @@
 """Jitted greedy AR decoding of the target vs transformers' `generate()`, both timed in one run.
 
-    cd /work/main && /work/venv/bin/python -m benchmarks.target_speed --sizes tiny,small,medium \
+    python -m benchmarks.target_speed --sizes tiny,small,medium \
         --repeats 5 --json /tmp/target_speed.json
 
 Per size: one random fp32 HF `Qwen3VLForConditionalGeneration` (every parameter redrawn, as in the

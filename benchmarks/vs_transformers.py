@@ -1,6 +1,6 @@
 """Ours against transformers on the same checkpoint and prompts: ms/token side by side.
 
-    cd /work/main && /work/venv/bin/python benchmarks/vs_transformers.py [--model DIR] [--head HEAD_DIR] \
+    python benchmarks/vs_transformers.py [--model DIR] [--head HEAD_DIR] \
         [--tasks a.jsonl b.jsonl] [--limit 8] [--max-new-tokens 64] [--budget 15] [--repeats 3] [--json OUT]
 
 Methods, batch 1, greedy, the checkpoint's own stop tokens on both sides:
