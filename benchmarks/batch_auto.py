@@ -6,9 +6,9 @@ Per task, the first `rows` held-out prompts run once as one batch and once as `r
 repeats interleaved (a fresh seeded method order per repeat); compile excluded (one warm-up each). Time is
 generate() end to end (prefill + loop + copy back). Reported: tokens/s at batch `rows` over tokens/s
 at batch 1 (median over repeats), and whether every batch row equals its batch-1 output. glance-auto
-uses the built-in cost table of each call's batch (budget.default_round_cost: batch 1 and batch 8
+uses the built-in cost table of each call's batch (policies.default_round_cost: batch 1 and batch 8
 tables ship; at batch 8 on the testbed it says no width beats AR, so those calls run the AR loop);
---round-cost-batch FILE gives its batch calls another table (`python -m glance_jax.decode.calibrate
+--round-cost-batch FILE gives its batch calls another table (`python -m glance_jax.bench.calibrate
 --batch B ...`). The widths each glance-auto call used are reported.
 """
 
@@ -41,7 +41,8 @@ def main(argv=None) -> dict:
 
   from glance_jax.bench.runner import run_order
   from glance_jax.bench.tasks import load_tasks
-  from glance_jax.decode.generate import Head, generate
+  from glance_jax.bench.engine import generate
+  from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.testbed import paths
@@ -52,8 +53,8 @@ def main(argv=None) -> dict:
   tasks, errors = load_tasks([str(f) for f in paths.task_files()], args.rows)
   if errors:
     raise SystemExit("; ".join(e["message"] for e in errors))
-  from glance_jax.decode import budget as budget_lib
-  batch_table = budget_lib.read_round_cost(args.round_cost_batch) if args.round_cost_batch else None
+  from glance_jax.decode import policies
+  batch_table = policies.read_round_cost(args.round_cost_batch) if args.round_cost_batch else None
   out = {}
   for t in tasks:
     recs = t.records

@@ -67,7 +67,7 @@ from glance_jax.bench.audit import (AUDIT_NOTES, audit_summary, audit_table,  # 
 from glance_jax.bench.random_models import make_head, make_target, size_config, take_rows  # noqa: E402
 from glance_jax.bench.round_split import SPLIT_NOTES, split, split_table  # noqa: E402
 from glance_jax.bench.timing import command_line, finish, interleaved, median  # noqa: E402
-from glance_jax.decode.generate import generate  # noqa: E402
+from glance_jax.bench.engine import generate  # noqa: E402
 from tests import decode_fixtures as fx  # noqa: E402
 
 SECTIONS = ("audit", "split", "batch")

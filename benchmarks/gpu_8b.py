@@ -49,7 +49,7 @@ from benchmarks import round_cost as rc  # noqa: E402
 from glance_jax.bench import round_split, timing  # noqa: E402
 from glance_jax.bench.random_models import long_prompt, size_config  # noqa: E402
 from glance_jax.config import QWEN3_VL_8B  # noqa: E402
-from glance_jax.decode.generate import Head  # noqa: E402
+from glance_jax.head import Head  # noqa: E402
 from glance_jax.qwen3_vl.target import Target  # noqa: E402
 
 DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}

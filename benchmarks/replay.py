@@ -135,12 +135,12 @@ def main(argv=None) -> dict:
     ap.error("--prompts and --repeats must be >= 1, --max-new-tokens >= 2")
   from benchmarks.round_cost import _config
   from glance_jax.bench.random_models import long_prompt, make_head, make_target
-  from glance_jax.decode import budget as budget_lib
+  from glance_jax.decode import policies
   cfg = _config(args.size)
   cost, cost_meta, warnings = None, None, []
   if args.round_cost != "none":
     try:
-      rc = budget_lib.read_round_cost(args.round_cost)
+      rc = policies.read_round_cost(args.round_cost)
     except ValueError as e:
       ap.error(str(e))
     warnings = rc.check_matches({"size": args.size, "hidden_size": cfg.text.hidden_size,
@@ -159,7 +159,7 @@ def main(argv=None) -> dict:
   present = [lb for lb in labels if any(lb in r for r in records.values())]
   kinds = {lb: next(r[lb] for r in records.values() if lb in r) for lb in present}
   specs = [replay.Spec("ar", "ar", 1)] + [replay.Spec(lb, k.method, k.budget, k.auto) for lb, k in kinds.items()]
-  cost_for = lambda s: tuple(cost.get(w, 1.0) for w in budget_lib.auto_widths(s.budget)) if cost else ()  # noqa: E731
+  cost_for = lambda s: tuple(cost.get(w, 1.0) for w in policies.auto_widths(s.budget)) if cost else ()  # noqa: E731
   cfgs = {s.label: replay.loop_config(target, head, s, m_new, cost_for(s)) for s in specs}
   max_length = max(c.slots_needed(args.context) for c in cfgs.values()) + depth + 1
   ref_cfg = replay.loop_config(target, head, specs[0], m_new + depth + 1)

@@ -143,7 +143,7 @@ def cost_table(res: dict, config, head_layers: int, block_size: int = 16) -> dic
   smallest tree (an auto round always drafts, even when it then verifies the root alone)."""
   import jax
 
-  from glance_jax.decode.budget import COST_SCHEMA
+  from glance_jax.decode.policies import COST_SCHEMA
   rows = [r for r in res["rows"]]
   t_ar = next(r for r in rows if r["method"] == "ar")["sum_ms"]
   glance = sorted((r for r in rows if r["method"] == "glance"), key=lambda r: r["budget"])

@@ -32,7 +32,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from glance_jax.decode import generate as generate_lib  # noqa: E402
-from glance_jax.decode.generate import Head, generate  # noqa: E402
+from glance_jax.bench.engine import generate
+from glance_jax.head import Head  # noqa: E402
 
 METHODS = {"ar": dict(method="ar"), "ngram": dict(method="ngram", budget=15), "chain": dict(method="chain", budget=15),
            "glance-15": dict(method="glance", budget=15), "glance-63": dict(method="glance", budget=63),
@@ -92,20 +93,20 @@ def main(argv=None):
   loop_fn = generate_lib.decode_rounds
 
   def capture(*a, **k):  # the loop donates its state: keep a copy of the prefilled one
-    captured["args"] = (a[:4] + (jax.tree.map(jnp.copy, a[4]),) + a[5:], k)
+    captured["args"] = (a[:5] + (jax.tree.map(jnp.copy, a[5]),) + a[6:], k)
     return loop_fn(*a, **k)
 
-  generate_lib.decode_rounds = capture   # the arguments generate passes (graphdefs, state, cfg)
+  generate_lib.decode_rounds = capture   # the arguments generate passes (target, drafter, policy, state, cfg)
   try:
     res = generate(target, inputs, head=head, max_new_tokens=args.max_new_tokens, **METHODS[args.method])
   finally:
     generate_lib.decode_rounds = loop_fn
   a, k = captured["args"]
-  state = a[4]
+  state = a[5]
   names = kernel_names(loop_fn.lower(*a, **k).compile().as_text())
 
   def call():  # the loop donates its state: each call gets a fresh copy (copied before the trace)
-    return loop_fn(*a[:4], states.pop(), *a[5:], **k).out
+    return loop_fn(*a[:5], states.pop(), *a[6:], **k).out
 
   states = [jax.tree.map(jnp.copy, state) for _ in range(args.calls + 3)]
   jax.block_until_ready(states)

@@ -49,7 +49,7 @@ def main(argv=None) -> dict:
   args = ap.parse_args(argv)
   import jax.numpy as jnp
   from glance_jax.data.records import write_task_file
-  from glance_jax.decode.generate import Head
+  from glance_jax.head import Head
   from glance_jax.head import HeadConfig, init_head
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import load_target

@@ -105,7 +105,8 @@ def main(argv=None) -> dict:
 
   from glance_jax import demo
   from glance_jax.data.records import read_task_file
-  from glance_jax.decode.generate import Head, generate
+  from glance_jax.decode.generate import generate
+  from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
   from glance_jax.qwen3_vl.target import load_target
 

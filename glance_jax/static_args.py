@@ -2,19 +2,26 @@
 
 A jitted call hashes its static arguments on every call to find the compiled program. flax's
 `GraphDef.__hash__` walks every node each time (0.27 ms for the 3M testbed target, more for a real
-one) and jit hashes it more than once per call: passing the target's graphdef as a static argument
-cost ~0.5 ms of host time per call, before anything ran (measured: 600 us per call vs 97 us through
-`Hashed`), twice per `generate` (prefill and decode loop). A `Hashed` holder computes the hash
-once; jitted functions take either and call `unwrap` while tracing.
+one) and jit hashes it more than once per call: a bare graphdef as a static argument cost ~1.5 ms
+of host time per call. A `Hashed` holder computes the hash once; jitted functions take either
+and call `unwrap` (or `merge`) while tracing. Flattening an nnx.State argument walks its nested
+mappings in Python on every call too; a `FlatState` holds the leaves and the treedef, flattened
+once, and `as_tree` rebuilds the State while tracing. Targets and heads keep both (`JitArgs`:
+`jit_graphdef`, `flat_params`, cached per holder).
 
-Flattening an nnx.State argument walks its nested mappings in Python on every call too (96 us for
-the testbed target's 97 arrays); a `FlatState` holds the leaves and the treedef, flattened once
-(28 us a call), and `as_tree` rebuilds the State while tracing. Targets and heads keep both
-(`jit_graphdef`, `flat_params`: cached properties), so they live as long as the model object does.
+Why holders and not programs bound to their graphdef (jax.jit of a closure, as flax's Sampler
+does): the two cost the same host time, and holders compose. `python benchmarks/host_time.py` on
+the testbed target (97 parameter arrays; 2-core CPU, nothing else running): static Hashed graphdef
++ FlatState 99.6 us per call, bound program + FlatState 102.0 us; with the nnx.State instead,
+bound 385 us, bare static graphdef 1524 us. A bound program is one per (target, drafter, policy,
+loop config): a cache of them would be keyed by those same objects, graphdefs included, while as
+static arguments the drafter's graphdef (decode.drafters.block: a Hashed field) is one more
+hashed-once value in the key jit already builds.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -73,3 +80,18 @@ def as_tree(value: Any) -> Any:
 def merge(graphdef: Any, params: Any):
   """nnx.merge of a graphdef and params as the jitted functions receive them (either form of each)."""
   return nnx.merge(unwrap(graphdef), as_tree(params))
+
+
+class JitArgs:
+  """Mixin of a model holder with `graphdef` and `params` (Target, Head): both as jit takes them,
+  computed once per holder. Holders are not updated in place (new weights make a new holder)."""
+
+  @functools.cached_property
+  def jit_graphdef(self) -> Hashed:
+    """graphdef as a jit static argument, hashed once."""
+    return Hashed(self.graphdef)
+
+  @functools.cached_property
+  def flat_params(self) -> FlatState:
+    """params flattened once, for jit calls."""
+    return FlatState.of(self.params)

@@ -8,7 +8,7 @@ import types
 import numpy as np
 
 from glance_jax.config import Qwen3VLConfig
-from glance_jax.decode.generate import Head
+from glance_jax.head import Head
 from glance_jax.head.config import HeadConfig
 from glance_jax.head.init import init_head
 from glance_jax.qwen3_vl.positions import get_rope_index

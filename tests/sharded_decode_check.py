@@ -39,7 +39,8 @@ def main():
   np.testing.assert_array_equal(got2, ref)
   # the GLANCE loop: target and head both sharded on the mesh, the same tokens as on one device
   import dataclasses
-  from glance_jax.decode.generate import Head, generate
+  from glance_jax.decode.generate import generate
+  from glance_jax.head import Head
   from glance_jax.testing.random_weights import lively
   single = dataclasses.replace(single, params=lively(single.params, 7))
   head = Head.random(single, seed=3, num_layers=2)
@@ -54,6 +55,19 @@ def main():
     got = generate(sharded, inputs, head=shead, method=m, budget=b, max_new_tokens=12, stop_tokens=())
     assert [list(t) for t in got.tokens] == [list(t) for t in r.tokens], m
     assert [list(t) for t in got.tokens] == [list(a[a >= 0]) for a in ar], m
+  # the decode state's layout, set in the prefill and kept by the loop's constraints: the target's and
+  # the head's K/V with rows on data and kv heads on tensor, the other per-row buffers rows on data
+  from glance_jax.decode import generate as gen
+  from glance_jax.decode import methods
+  from jax.sharding import PartitionSpec as P
+  plan = methods.plan(sharded, "glance", head=shead, budget=15)
+  args, st = gen.start(sharded, inputs, plan, max_new_tokens=12, stop_tokens=())
+  from jax.sharding import NamedSharding
+  kv = NamedSharding(mesh, P("data", None, "tensor", None))
+  for when, state in (("prefill", st), ("loop", gen.loop(args, st))):
+    for name, x in (("cache.k", state.cache.k[0]), ("cache.v", state.cache.v[-1]), ("head k", state.drafter.k[0])):
+      assert x.sharding.is_equivalent_to(kv, x.ndim), (when, name, x.sharding)
+    assert state.out.sharding.spec[0] == "data" and state.history.sharding.spec[0] == "data", when
   print("SHARDED_OK", ref.tolist())
 
 

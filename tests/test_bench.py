@@ -20,7 +20,7 @@ from glance_jax.bench import report as rep
 from glance_jax.bench import runner
 from glance_jax.bench.report import validate_report
 from glance_jax.data import PromptRecord, read_synthetic, write_task_file
-from glance_jax.decode import cli
+from glance_jax.cli import decode as cli
 
 METHODS = ["ar", "ngram", "chain", "glance-15", "glance-63", "glance-63[zero-context]"]
 MAX_NEW = 12
@@ -220,11 +220,11 @@ def test_no_runnable_task_exits_nonzero(files, monkeypatch, capsys):
 def test_defaults_run_the_testbed(bench):
   """No model and no task file: default_bench_inputs picks the shipped testbed's target, head and
   held-out task files (one per suite task)."""
-  from glance_jax.testbed import paths, suite
+  from glance_jax.testbed import paths
   report = bench_cli.main(["--methods", "ar", "--max-new-tokens", str(MAX_NEW), "--repeats", "1",
                            "--limit", "1"])
   assert validate_report(report) == []
-  assert list(report["tasks"]) == list(suite.TASKS)
+  assert list(report["tasks"]) == list(paths.suite().TASKS)
   assert report["config"]["model"] == str(paths.TARGET) and report["config"]["head"] == str(paths.HEAD)
 
 

@@ -1,4 +1,4 @@
-"""E[A] calibration (decode/calibrate.py): the isotonic fit, the decile report, reading the records
+"""E[A] calibration (bench/calibrate.py): the isotonic fit, the decile report, reading the records
 back from a bench JSON, and the cost table's ngram widths."""
 
 import itertools
@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from glance_jax.decode import auto_set, budget, calibrate
+from glance_jax.bench import auto_set, calibrate
+from glance_jax.decode import policies
 
 
 def _isotonic_brute(y):
@@ -74,74 +75,74 @@ def test_pairs_from_bench(tmp_path):
 
 
 def test_cost_table_ngram_widths(tmp_path):
-  good = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 2.0, "15": 5.0},
+  good = {"schema": policies.COST_SCHEMA, "t_over_ar": {"0": 2.0, "15": 5.0},
           "ngram_t_over_ar": {"0": 1.1, "3": 2.0}}
   path = tmp_path / "t.json"
   path.write_text(json.dumps(good))
-  rc = budget.read_round_cost(path)
+  rc = policies.read_round_cost(path)
   assert rc.costs((0, 3), method="ngram") == (1.1, 2.0)
   with pytest.raises(ValueError, match=r"'ngram_t_over_ar' has no width \[7\]"):
     rc.costs((0, 3, 7), method="ngram")
   good["ngram_t_over_ar"] = {"3": 2.0}
   path.write_text(json.dumps(good))
   with pytest.raises(ValueError, match=r"t.json: 'ngram_t_over_ar' needs width 0"):
-    budget.read_round_cost(path)
-  shipped = budget.default_round_cost()
-  assert shipped.costs(budget.ngram_widths(15), method="ngram") and shipped.calibration
+    policies.read_round_cost(path)
+  shipped = policies.default_round_cost()
+  assert shipped.costs(policies.ngram_widths(15), method="ngram") and shipped.calibration
 
 
 def test_ngram_width_prefers_ar_until_proposals_pay():
   import jax.numpy as jnp
   widths, cost = (0, 3, 7, 15), (1.0, 2.0, 2.5, 4.0)
-  stats = budget.ngram_prior(2, 3)
+  stats = policies.ngram_prior(2, 3)
   live = jnp.array([True, True])
   k = jnp.array([15, 15])
   # no match anywhere -> AR step
-  assert int(budget.ngram_width(stats, jnp.array([0, 0]), k, live, widths, cost)) == 0
+  assert int(policies.ngram_width(stats, jnp.array([0, 0]), k, live, widths, cost)) == 0
   # a length-3 match whose past proposals were all accepted (q ~ 1) -> the widest width pays
   sure = stats.at[:, 2].set(jnp.array([100.0, 100.0]))
-  assert int(budget.ngram_width(sure, jnp.array([3, 3]), k, live, widths, cost)) == 3
+  assert int(policies.ngram_width(sure, jnp.array([3, 3]), k, live, widths, cost)) == 3
   # after a run of rejections at match length 1 the estimate drops and the row stops proposing
   s = stats
   for _ in range(5):
-    s = budget.ngram_update(s, jnp.array([1, 1]), k, jnp.int32(3), jnp.array([0, 0]), live)
+    s = policies.ngram_update(s, jnp.array([1, 1]), k, jnp.int32(3), jnp.array([0, 0]), live)
   assert float(s[0, 0, 0] / s[0, 0, 1]) < 0.2
-  assert int(budget.ngram_width(s, jnp.array([1, 1]), k, live, widths, cost)) == 0
+  assert int(policies.ngram_width(s, jnp.array([1, 1]), k, live, widths, cost)) == 0
   # rows that are done, or rounds that verified nothing, leave the counts alone
-  same = budget.ngram_update(stats, jnp.array([1, 1]), k, jnp.int32(0), jnp.array([0, 0]), live)
+  same = policies.ngram_update(stats, jnp.array([1, 1]), k, jnp.int32(0), jnp.array([0, 0]), live)
   np.testing.assert_array_equal(same, stats)
 
 
 def test_ngram_can_pay_bounds_the_choice():
   import jax.numpy as jnp
   widths, live = (0, 3, 7, 15), jnp.array([True, True])
-  stats = budget.ngram_prior(2, 3)
-  assert not bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))   # q = 1/2
-  assert bool(budget.ngram_can_pay(stats, live, 15, widths, (1.0, 1.1, 1.2, 1.3)))
+  stats = policies.ngram_prior(2, 3)
+  assert not bool(policies.ngram_can_pay(stats, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))   # q = 1/2
+  assert bool(policies.ngram_can_pay(stats, live, 15, widths, (1.0, 1.1, 1.2, 1.3)))
   sure = stats.at[0, 1].set(jnp.array([50.0, 50.0]))                    # row 0, n = 2: q = 1
-  assert bool(budget.ngram_can_pay(sure, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))
+  assert bool(policies.ngram_can_pay(sure, live, 15, widths, (1.0, 4.2, 4.9, 6.6)))
   # at the prior counts (what generate() asks before choosing ngram's program or AR's)
-  assert not budget.ngram_pays_at_prior(15, widths, (1.0, 4.2, 4.9, 6.6), 3)
-  assert budget.ngram_pays_at_prior(15, widths, (1.0, 1.1, 1.2, 1.3), 3)
-  assert not budget.ngram_pays_at_prior(15, widths, budget.default_round_cost(1).costs(widths, method="ngram"), 3)
+  assert not policies.ngram_pays_at_prior(15, widths, (1.0, 4.2, 4.9, 6.6), 3)
+  assert policies.ngram_pays_at_prior(15, widths, (1.0, 1.1, 1.2, 1.3), 3)
+  assert not policies.ngram_pays_at_prior(15, widths, policies.default_round_cost(1).costs(widths, method="ngram"), 3)
 
 
 def test_auto_set_keeps_only_widths_that_could_beat_an_ar_step():
   """A width stays only if a round accepting everything (1 + min(w, L) tokens) costs fewer AR steps
   than it emits; the loop builds the widest kept tree. Forced widths are added, never dropped."""
   import dataclasses
-  shipped_like = budget.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
+  shipped_like = policies.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
   assert shipped_like.auto_set(63, 15) == (15, 31)          # 63: 16 tokens < 19.76 AR steps
   assert shipped_like.auto_set(31, 15) == (15, 31)
-  assert budget.RoundCost({0: 0.9, 15: 2.0, 31: 3.0, 63: 4.0}).auto_set(63, 15) == (0, 15, 31, 63)
+  assert policies.RoundCost({0: 0.9, 15: 2.0, 31: 3.0, 63: 4.0}).auto_set(63, 15) == (0, 15, 31, 63)
   # a table where no width can pay keeps the one whose best case is best, alone
-  assert budget.RoundCost({0: 2.0, 15: 40.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (0,)
-  assert budget.RoundCost({0: 50.0, 15: 20.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (15,)
+  assert policies.RoundCost({0: 2.0, 15: 40.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (0,)
+  assert policies.RoundCost({0: 50.0, 15: 20.0, 31: 50.0, 63: 60.0}).auto_set(63, 15) == (15,)
   forced = dataclasses.replace(shipped_like, force=63)
   assert forced.auto_set(63, 15) == (15, 31, 63)
-  assert forced.costs((15, 31, 63)) == (budget.FORCE_COST, budget.FORCE_COST, 1.0)
+  assert forced.costs((15, 31, 63)) == (policies.FORCE_COST, policies.FORCE_COST, 1.0)
   with pytest.raises(ValueError, match=r"'t_over_ar' has no width \[31\]"):
-    budget.RoundCost({0: 1.0, 15: 2.0, 63: 3.0}).auto_set(63, 15)
+    policies.RoundCost({0: 1.0, 15: 2.0, 63: 3.0}).auto_set(63, 15)
   with pytest.raises(ValueError, match="forced width 7"):
     dataclasses.replace(shipped_like, force=7).auto_set(63, 15)
 
@@ -151,26 +152,26 @@ def test_per_width_calibration_maps_each_width_by_its_own_fit(tmp_path):
   for widths without one); identical maps give the pooled result; bad knots name their key."""
   import jax.numpy as jnp
   pooled = {"predicted": [0.0, 20.0], "observed": [0.0, 20.0]}
-  data = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 2.0, "15": 4.0, "31": 5.0, "63": 9.0},
+  data = {"schema": policies.COST_SCHEMA, "t_over_ar": {"0": 2.0, "15": 4.0, "31": 5.0, "63": 9.0},
           "calibration": {**pooled, "per_width": {"31": {"predicted": [0.0, 20.0], "observed": [0.0, 10.0]}}}}
   path = tmp_path / "t.json"
   path.write_text(json.dumps(data))
-  rc = budget.read_round_cost(path)
+  rc = policies.read_round_cost(path)
   knots = rc.knots((0, 15, 31))
   assert knots[1] == knots[0] == ((0.0, 20.0), (0.0, 20.0)) and knots[2] == ((0.0, 20.0), (0.0, 10.0))
   scores = jnp.log(jnp.full((1, 31), 0.5))                                # E[A](w) raw = w / 2
-  ea = budget.expected_accepted(scores, (0, 15, 31), knots)
+  ea = policies.expected_accepted(scores, (0, 15, 31), knots)
   np.testing.assert_allclose(np.asarray(ea), [[0.0, 7.5, 7.75]], rtol=1e-6)
-  same = budget.expected_accepted(scores, (0, 15, 31), (knots[0],) * 3)
-  np.testing.assert_allclose(np.asarray(same), np.asarray(budget.expected_accepted(scores, (0, 15, 31), knots[0])))
+  same = policies.expected_accepted(scores, (0, 15, 31), (knots[0],) * 3)
+  np.testing.assert_allclose(np.asarray(same), np.asarray(policies.expected_accepted(scores, (0, 15, 31), knots[0])))
   # the per-width map changes the choice: raw / pooled prefer 31 at these costs, its own fit does not
   live = jnp.array([True])
-  assert int(budget.best_width(scores, live, (15, 31), (4.0, 5.0), knots[0])) == 1
-  assert int(budget.best_width(scores, live, (15, 31), (4.0, 5.0), knots[1:])) == 0
+  assert int(policies.best_width(scores, live, (15, 31), (4.0, 5.0), knots[0])) == 1
+  assert int(policies.best_width(scores, live, (15, 31), (4.0, 5.0), knots[1:])) == 0
   data["calibration"]["per_width"]["31"] = {"predicted": [0.0, 20.0], "observed": [5.0, 1.0]}
   path.write_text(json.dumps(data))
   with pytest.raises(ValueError, match=r"t.json: 'calibration.per_width.31' must hold"):
-    budget.read_round_cost(path)
+    policies.read_round_cost(path)
 
 
 def test_fit_per_width_uses_only_that_widths_verified_rounds():
@@ -191,7 +192,7 @@ def test_calibration_train_prompts_come_from_the_shipped_suite(tmp_path):
   """The calibration split renders train records from the suite the shipped testbed was built with
   (v2 since issue 14), past the records the head was trained on."""
   from glance_jax.data.records import read_task_file
-  from glance_jax.decode.calibrate import testbed_prompts
+  from glance_jax.bench.calibrate import testbed_prompts
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.testbed import paths, suites
   from glance_jax.testbed.build import TRAIN_PER_TASK
@@ -205,18 +206,18 @@ def test_calibration_train_prompts_come_from_the_shipped_suite(tmp_path):
 
 
 def test_replayed_choice_is_the_loops_choice():
-  """replay_policy picks, per recorded round, the width budget.best_width picks from the same scores
+  """replay_policy picks, per recorded round, the width policies.best_width picks from the same scores
   (batch 1, calibrated E[A]), and earns that width's recorded accepted length."""
   import jax.numpy as jnp
   rng = np.random.default_rng(0)
   widths, costs = (0, 15, 31, 63), {0: 1.5, 15: 3.0, 31: 4.0, 63: 6.0}
   knots = {15: ((0.0, 15.0), (0.0, 12.0)), 31: ((0.0, 31.0), (0.0, 20.0)), 63: ((0.0, 63.0), (0.0, 30.0))}
   scores = np.sort(rng.uniform(-1.0, 0.0, (200, 63)), axis=1)[:, ::-1] * rng.uniform(0.01, 6.0, (200, 1))
-  raw = np.asarray(budget.expected_accepted(jnp.asarray(scores, jnp.float32), (15, 31, 63)))
+  raw = np.asarray(policies.expected_accepted(jnp.asarray(scores, jnp.float32), (15, 31, 63)))
   obs = rng.integers(0, 16, (200, 3)).astype(float)
   got = auto_set.replay_policy(raw, obs, (15, 31, 63), costs, knots)
   calib = tuple(knots.get(w, ()) for w in widths)
-  want = [int(budget.best_width(jnp.asarray(s[None], jnp.float32), jnp.array([True]), widths,
+  want = [int(policies.best_width(jnp.asarray(s[None], jnp.float32), jnp.array([True]), widths,
                                 tuple(costs[w] for w in widths), calib)) for s in scores]
   share = {str(w): float(np.mean(np.asarray(want) == j)) for j, w in enumerate(widths)}
   assert got["share"] == pytest.approx(share) and len(set(want)) >= 2, share
@@ -239,55 +240,57 @@ def test_choose_auto_set_weighs_a_wider_tree_against_its_cost():
 
 
 def test_table_auto_set_is_what_glance_auto_compiles(tmp_path):
-  data = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 5.0, "15": 9.0, "31": 12.0, "63": 19.0},
+  data = {"schema": policies.COST_SCHEMA, "t_over_ar": {"0": 5.0, "15": 9.0, "31": 12.0, "63": 19.0},
           "auto_set": [15]}
   path = tmp_path / "t.json"
   path.write_text(json.dumps(data))
-  rc = budget.read_round_cost(path)
+  rc = policies.read_round_cost(path)
   assert rc.auto_set(63, 15) == (15,) and rc.auto_set(31, 15) == (15,)
   import dataclasses
   assert dataclasses.replace(rc, force=31).auto_set(63, 15) == (15, 31)
   data["auto_set"] = [31, 63]
   path.write_text(json.dumps(data))
-  assert budget.read_round_cost(path).auto_set(31, 15) == (31,)         # what the budget allows of it
+  assert policies.read_round_cost(path).auto_set(31, 15) == (31,)         # what the budget allows of it
   with pytest.warns(UserWarning, match=r"'auto_set' \[31, 63\] has no width that budget 15 allows"):
-    assert budget.read_round_cost(path).auto_set(15, 15) == (15,)        # the paying rule at budget 15
+    assert policies.read_round_cost(path).auto_set(15, 15) == (15,)        # the paying rule at budget 15
   for bad in ([15, 7], [31, 15], "15"):
     data["auto_set"] = bad
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=r"t.json: key 'auto_set' must be an increasing list"):
-      budget.read_round_cost(path)
+      policies.read_round_cost(path)
 
 
 def test_measure_costs_times_each_compiled_set_in_its_own_loop():
   """Each width of each candidate set runs forced in the set's own loop (its tree, its widths)."""
   from glance_jax.bench.random_models import long_prompt, make_head, make_target, size_config
   from glance_jax.bench.runner import signature
+  from glance_jax.decode import generate as gen_lib
   from glance_jax.decode import loop
+  from tests import tracing
   cfg = size_config("tiny")
   target = make_target(cfg, 3)
   head = make_head(target, 3)
   inputs = long_prompt(cfg, 24, seed=1)
   p = types.SimpleNamespace(inputs=inputs, signature=signature(inputs))
-  base = budget.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
-  before = set(loop.TRACE_COUNTS)
-  out = calibrate.measure_costs(target, head, [p], reps=1, max_new_tokens=6, base=base,
-                                sets=[(15, 31)], only_sets=True, log=lambda *_: None)
+  base = policies.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
+  with tracing.traced(gen_lib, "decode_rounds", loop.LOOP_STATIC, ("state",)) as traces:
+    out = calibrate.measure_costs(target, head, [p], reps=1, max_new_tokens=6, base=base,
+                                  sets=[(15, 31)], only_sets=True, log=lambda *_: None)
   assert set(out["set_t_over_ar"]) == {"15,31"} and set(out["set_t_over_ar"]["15,31"]) == {"15", "31"}
   assert all(t > 0 for c in out["set_t_over_ar"].values() for t in c.values())
-  new = {k[0] for k in set(loop.TRACE_COUNTS) - before if k[0].auto}
-  assert {(c.budget, c.widths) for c in new} == {(31, (15, 31))}   # both widths forced in the set's own loop
+  auto = {(t["drafter"].num_nodes, t["policy"].widths) for t in traces if isinstance(t["policy"], policies.Auto)}
+  assert auto == {(31, (15, 31))}   # both widths forced in the set's own loop
 
 
 def test_replayed_choice_at_batch_sums_the_live_rows():
   """At batch B the policy picks one width per round from the live rows' summed expected tokens
-  (budget.best_width over [B] rows); the replay does the same and earns every live row's tokens."""
+  (policies.best_width over [B] rows); the replay does the same and earns every live row's tokens."""
   import jax.numpy as jnp
   rng = np.random.default_rng(1)
   widths, costs = (0, 15, 31), {0: 2.0, 15: 4.0, 31: 5.5}
   n, b = 60, 3
   scores = np.sort(rng.uniform(-1.0, 0.0, (n, b, 31)), axis=2)[..., ::-1] * rng.uniform(0.01, 6.0, (n, b, 1))
-  raw = np.asarray(budget.expected_accepted(jnp.asarray(scores.reshape(n * b, 31), jnp.float32), (15, 31)))
+  raw = np.asarray(policies.expected_accepted(jnp.asarray(scores.reshape(n * b, 31), jnp.float32), (15, 31)))
   raw = raw.reshape(n, b, 2)
   obs = rng.integers(0, 16, (n, b, 2)).astype(float)
   obs[40:, 2] = -1                                                        # row 2 done after round 40
@@ -295,7 +298,7 @@ def test_replayed_choice_at_batch_sums_the_live_rows():
   want, tok, cost = [], 0.0, 0.0
   for r in range(n):
     live = obs[r, :, 0] >= 0
-    j = int(budget.best_width(jnp.asarray(scores[r], jnp.float32), jnp.asarray(live), widths,
+    j = int(policies.best_width(jnp.asarray(scores[r], jnp.float32), jnp.asarray(live), widths,
                               tuple(costs[w] for w in widths)))
     want.append(j)
     tok += sum(1.0 + (obs[r, i, widths[j] // 16] if widths[j] else 0.0) for i in range(b) if live[i])
@@ -310,15 +313,15 @@ def test_replayed_choice_at_batch_sums_the_live_rows():
 
 
 def test_table_auto_plain_ar_is_a_boolean(tmp_path):
-  data = {"schema": budget.COST_SCHEMA, "t_over_ar": {"0": 5.0, "15": 9.0, "31": 12.0, "63": 19.0},
+  data = {"schema": policies.COST_SCHEMA, "t_over_ar": {"0": 5.0, "15": 9.0, "31": 12.0, "63": 19.0},
           "auto_set": [15], "auto_plain_ar": True}
   path = tmp_path / "t.json"
   path.write_text(json.dumps(data))
-  assert budget.read_round_cost(path).plain_ar is True
+  assert policies.read_round_cost(path).plain_ar is True
   data["auto_plain_ar"] = "yes"
   path.write_text(json.dumps(data))
   with pytest.raises(ValueError, match=r"t.json: key 'auto_plain_ar' must be true or false"):
-    budget.read_round_cost(path)
+    policies.read_round_cost(path)
 
 
 def test_builtin_tables_by_batch():
@@ -326,10 +329,10 @@ def test_builtin_tables_by_batch():
   ship in the wheel (pyproject package-data)."""
   import tomllib
   from pathlib import Path
-  one, two, four, eight = (budget.default_round_cost(b) for b in (1, 2, 4, 8))
+  one, two, four, eight = (policies.default_round_cost(b) for b in (1, 2, 4, 8))
   assert [t.meta["batch"] for t in (one, two, four, eight)] == [1, 2, 4, 8]
-  assert budget.default_round_cost(3) is two and budget.default_round_cost(7) is four
-  assert budget.default_round_cost(32) is eight and budget.default_round_cost(0) is one
+  assert policies.default_round_cost(3) is two and policies.default_round_cost(7) is four
+  assert policies.default_round_cost(32) is eight and policies.default_round_cost(0) is one
   assert not one.plain_ar and not two.plain_ar and four.plain_ar and eight.plain_ar
-  data = tomllib.loads((Path(budget.__file__).resolve().parents[2] / "pyproject.toml").read_text())
-  assert "*.json" in data["tool"]["setuptools"]["package-data"]["glance_jax.decode"]
+  data = tomllib.loads((Path(policies.__file__).resolve().parents[3] / "pyproject.toml").read_text())
+  assert "*.json" in data["tool"]["setuptools"]["package-data"]["glance_jax.decode.policies"]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from glance_jax.config import tiny_config
-from glance_jax.decode import cli
-from glance_jax.decode.generate import Head
+from glance_jax.cli import decode as cli
+from glance_jax.head import Head
 from glance_jax.head import save_head
 from glance_jax.qwen3_vl.target import Target
 from glance_jax.testing.checkpoint import make_tiny_checkpoint
@@ -52,7 +52,7 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--budget", "0"], ["--budget must be >= 1"]),
+    (["--budget", "0"], ["--budget must be an integer >= 1"]),
     (["--temperature", "-1"], ["--temperature must be >= 0"]),
     (["--image", "{root}/nope.png"], ["nope.png"]),
     (["--image", "{root}/not_an_image.png"], ["not_an_image.png"]),

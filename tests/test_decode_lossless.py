@@ -6,10 +6,12 @@ that fall inside accepted blocks, and max_new_tokens that falls inside a block."
 import numpy as np
 import pytest
 
+from glance_jax.bench.engine import generate
+from glance_jax.decode import generate as gen_lib
 from glance_jax.decode import loop
-from glance_jax.decode.generate import generate
 from tests import decode_fixtures as fx
 from tests import oracle
+from tests import tracing
 
 MAX_NEW = 37   # 1 + 16 + 16 + 4: the last full-acceptance block is cut by max_new_tokens
 RUNS = [("ar", 1)] + [(m, b) for m in ("ngram", "chain", "glance") for b in (1, 15, 31, 63)]
@@ -72,12 +74,13 @@ def test_oracle_head_accepts_whole_blocks(setup, method, budget):
 
 
 def test_loop_traces_once_per_config_and_shape(setup):
+  """generate's loop program, under chex.assert_max_traces(n=1): text and image batches and other
+  stop token values reuse one trace (a second would raise)."""
   target, head, batches, stops, _ = setup
-  before = sum(loop.TRACE_COUNTS.values())
-  for b in batches[:4]:   # text and image batches share the loop's shapes
-    generate(target, b, head=head, method="glance", budget=7, max_new_tokens=9, stop_tokens=stops)
-  assert sum(loop.TRACE_COUNTS.values()) - before == 1
-  assert max(loop.TRACE_COUNTS.values()) == 1
+  with tracing.traced(gen_lib, "decode_rounds", loop.LOOP_STATIC, ("state",), n=1) as seen:
+    for i, b in enumerate(batches[:4]):   # text and image batches share the loop's shapes
+      generate(target, b, head=head, method="glance", budget=7, max_new_tokens=9, stop_tokens=stops[::1 - 2 * (i % 2)])
+  assert len(seen) == 1 and seen[0]["drafter"].num_nodes == 7
 
 
 def test_ar_loop_equals_hf_greedy_generate():
@@ -112,9 +115,9 @@ def test_ar_loop_equals_hf_greedy_generate():
 def test_lossless_auto_budget_at_every_width(setup, cost):
   """glance-auto with cost tables that force each width (0 = AR step, 15, 31, 63) and a mixed one:
   always AR's tokens; the forced tables really run only that width."""
-  from glance_jax.decode import budget
+  from glance_jax.decode import policies
   target, head, batches, stops, refs = setup
-  rc = budget.RoundCost(dict(zip((0, 15, 31, 63), cost)))
+  rc = policies.RoundCost(dict(zip((0, 15, 31, 63), cost)))
   seen = set()
   for b, ref in zip(batches[:3], refs[:3]):
     res = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=rc,
@@ -130,11 +133,11 @@ def test_lossless_auto_budget_at_every_width(setup, cost):
 def test_ngram_verifies_only_what_pays(setup, cost, allowed):
   """ngram verifies draft rows only when the cost table says they pay: with free verify rows it
   uses several widths (the smallest holding the proposal is not forced, but only static widths);
-  with prohibitive ones only AR steps (AR's program: budget.ngram_pays_at_prior). Lossless either way."""
-  from glance_jax.decode import budget
+  with prohibitive ones only AR steps (AR's program: policies.ngram_pays_at_prior). Lossless either way."""
+  from glance_jax.decode import policies
   target, head, batches, stops, refs = setup
   table = dict(zip((0, 3, 7, 15), cost))
-  rc = budget.RoundCost(table, ngram=table)
+  rc = policies.RoundCost(table, ngram=table)
   widths = set()
   for b, ref in zip(batches[:2], refs[:2]):
     res = generate(target, b, method="ngram", budget=15, max_new_tokens=MAX_NEW, stop_tokens=stops, round_cost=rc)
@@ -169,21 +172,20 @@ def test_auto_builds_only_the_widest_width_that_could_pay(setup):
   width 0 neither, glance-auto compiles (15, 31) only: the loop's tree has 31 nodes (its records
   stop at 31, no loop at budget 63 is traced), only those widths run, and the tokens are AR's. A
   table that keeps one width runs the plain loop: the same rounds as glance at that budget."""
-  from glance_jax.decode import budget
+  from glance_jax.decode import policies
   target, head, batches, stops, refs = setup
-  rc = budget.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
-  before = {k[0] for k in loop.TRACE_COUNTS}
+  rc = policies.RoundCost({0: 5.66, 15: 9.87, 31: 13.26, 63: 19.76})
   seen = set()
-  for b, ref in zip(batches[:2], refs[:2]):
-    res = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=rc,
-                   max_new_tokens=MAX_NEW, stop_tokens=stops)
-    assert [list(t) for t in res.tokens] == _rows(ref)
-    assert res.record_widths == (15, 31) and res.budget == 63
-    seen |= set(res.widths.tolist())
+  with tracing.traced(gen_lib, "decode_rounds", loop.LOOP_STATIC, ("state",)) as traces:
+    for b, ref in zip(batches[:2], refs[:2]):
+      res = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=rc,
+                     max_new_tokens=MAX_NEW, stop_tokens=stops)
+      assert [list(t) for t in res.tokens] == _rows(ref)
+      assert res.record_widths == (15, 31) and res.num_nodes == 31 and res.budget == "auto"
+      seen |= set(res.widths.tolist())
   assert seen <= {15, 31}, seen
-  new = {k[0] for k in loop.TRACE_COUNTS} - before
-  assert all(c.budget == 31 and c.widths == (15, 31) for c in new if c.auto), new
-  one = budget.RoundCost({0: 50.0, 15: 2.0, 31: 50.0, 63: 60.0})
+  assert traces and all(t["drafter"].num_nodes == 31 and t["policy"].widths == (15, 31) for t in traces), traces
+  one = policies.RoundCost({0: 50.0, 15: 2.0, 31: 50.0, 63: 60.0})
   b = batches[3]
   auto = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=one,
                   max_new_tokens=MAX_NEW, stop_tokens=stops)
@@ -198,9 +200,9 @@ def test_auto_with_a_table_that_says_nothing_pays_runs_ar(setup):
   batch where verify rows are too dear) makes glance-auto the AR loop: AR's tokens, no verify rows."""
   import dataclasses
 
-  from glance_jax.decode import budget
+  from glance_jax.decode import policies
   target, head, batches, stops, refs = setup
-  rc = dataclasses.replace(budget.RoundCost({0: 5.0, 15: 9.0, 31: 12.0, 63: 19.0}, compiled=(15,)), plain_ar=True)
+  rc = dataclasses.replace(policies.RoundCost({0: 5.0, 15: 9.0, 31: 12.0, 63: 19.0}, compiled=(15,)), plain_ar=True)
   res = generate(target, batches[0], head=head, method="glance", budget=63, auto=True, round_cost=rc,
                  max_new_tokens=MAX_NEW, stop_tokens=stops)
   assert res.method == "ar" and set(res.widths.tolist()) == {0}

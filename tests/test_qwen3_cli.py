@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from glance_jax.config import tiny_config
-from glance_jax.decode.cli import main
+from glance_jax.cli.decode import main
 from glance_jax.head import HeadConfig, init_head, save_head
 from glance_jax.qwen3_vl.inputs import Processor, build_messages, prepare_inputs
 from glance_jax.qwen3_vl.target import Target

@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from glance_jax.config import tiny_config  # noqa: E402
-from glance_jax.decode.generate import Head, generate  # noqa: E402
+from glance_jax.decode.generate import generate
+from glance_jax.head import Head  # noqa: E402
 from glance_jax.head import HeadConfig, block_mask  # noqa: E402
 from glance_jax.io import CheckpointError, save_tensors  # noqa: E402
 from glance_jax.qwen3_vl.positions import get_rope_index  # noqa: E402

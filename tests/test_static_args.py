@@ -65,7 +65,7 @@ def test_flat_state_round_trips_and_is_cheap_to_pass():
 
 
 def test_target_and_head_keep_their_jit_arguments():
-  from glance_jax.decode.generate import Head
+  from glance_jax.head import Head
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.static_args import as_tree
   from glance_jax.testbed import paths

@@ -140,7 +140,7 @@ def test_bad_input_errors(setup, tmp_path):
 
 def test_exported_head_decodes_losslessly_through_decode_py(setup):
   """The exported DFlash-format head is what `decode.py --head` reads."""
-  from glance_jax.decode import cli
+  from glance_jax.cli import decode as cli
   root, paths, _ = setup
   work = root / "uninterrupted"
   if not (work / "head" / "config.json").exists():

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from glance_jax.decode import drafters
-from glance_jax.decode.verify import walk
+from glance_jax.decode.drafters.block import head_tree
+from glance_jax.decode.verify import chain_from_tokens, first_nodes, walk
 
 _walk = jax.jit(walk, static_argnames=("max_depth",))
 
@@ -61,12 +61,12 @@ def test_walk_matches_reference_on_head_trees(method, budget):
   rng = np.random.default_rng(budget)
   b, depth, vocab = 6, 15, 5
   log_q = jax.nn.log_softmax(jnp.asarray(rng.normal(size=(b, depth, vocab)) * 3, jnp.float32), axis=-1)
-  tree, _ = drafters.scored_head_tree(log_q, method, budget)
+  tree = head_tree(log_q, budget, chain=method == "chain").tree
   accepted = []
   for agree in (0.5, 0.9, 1.0):
     accepted.append(_check(tree, _choices(rng, tree, vocab, agree), depth))
     for w in (1, 3, 7):  # a width-w prefix of the score-ordered tree is a tree of its own
-      sub = drafters.first_nodes(tree, w)
+      sub = first_nodes(tree, w)
       _check(sub, _choices(rng, sub, vocab, agree), depth)
   accepted = np.concatenate(accepted)
   assert accepted.min() == 0 and accepted.max() >= 5     # shallow and deep walks both exercised
@@ -80,7 +80,7 @@ def test_walk_stops_at_an_invalid_tail():
   tokens = jnp.asarray(rng.integers(0, vocab, (b, n)), jnp.int32)
   lengths = rng.integers(0, n + 1, b)
   valid = jnp.asarray(np.arange(n)[None] < lengths[:, None])
-  tree = drafters.chain_from_tokens(tokens, valid)
+  tree = chain_from_tokens(tokens, valid)
   choice = jnp.concatenate([tokens, jnp.zeros((b, 1), jnp.int32)], axis=1)   # agrees everywhere
   accepted = _check(tree, choice, n)
   assert accepted.tolist() == lengths.tolist()

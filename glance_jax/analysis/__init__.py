@@ -29,8 +29,8 @@ from glance_jax.analysis.bootstrap import (
     paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios)
 from glance_jax.analysis.entropy_law import (
     CommonSlopeFit, DecileTable, EntropyLawFit, analyze, copy_regime, decile_table, end_censoring,
-    expected_accepted, fit_common_slope, fit_entropy_law, isotonic_fit, pool_records, survival_table,
-    weighted_r2)
+    expected_accepted, fit_common_slope, fit_entropy_law, pool_records, survival_table, weighted_r2)
+from glance_jax.analysis.isotonic import isotonic_fit
 from glance_jax.analysis.law_report import (
     decile_markdown, law_checks, slope_difference, summary_markdown)
 from glance_jax.analysis.plots import plot_cap_vs_floor, plot_deciles, plot_speedup_vs_budget

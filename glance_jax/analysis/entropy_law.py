@@ -34,6 +34,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from glance_jax.analysis.isotonic import isotonic_fit
+
 
 def _log_sigmoid(z: np.ndarray) -> np.ndarray:
   """log sigmoid(z) = -log(1 + e^-z), exact for large |z| (no 1 - p cancellation)."""
@@ -228,42 +230,6 @@ def decile_table(H: Any, a: Any, n_bins: int = 10) -> DecileTable:
   return DecileTable(centres=np.bincount(bin_of, H, m) / counts, mean_a=mean_a,
                      sem_a=np.sqrt(var_a / counts), counts=counts, h_lo=lo, h_hi=hi,
                      bin_of=bin_of)
-
-
-def isotonic_fit(x: Any, y: Any, weights: Any = None, decreasing: bool = True) -> np.ndarray:
-  """Weighted least-squares monotone fit of y on x by pool-adjacent-violators; fitted values in
-  the input order. Tied x share one fitted value (they are pooled first). Weights must be > 0."""
-  x = np.asarray(x, dtype=np.float64).ravel()
-  y = np.asarray(y, dtype=np.float64).ravel()
-  w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
-  if not (x.shape == y.shape == w.shape):
-    raise ValueError("x, y and weights must have equal length")
-  if np.any(w <= 0):
-    raise ValueError("weights must be > 0")
-  if y.size == 0:
-    return y.copy()
-  ux, group = np.unique(x, return_inverse=True)
-  gw = np.bincount(group, w, ux.size)
-  gy = np.bincount(group, w * y, ux.size) / gw
-  if decreasing:
-    gy = -gy
-  vals: list[float] = []
-  wts: list[float] = []
-  sizes: list[int] = []
-  for yi, wi in zip(gy, gw):
-    vals.append(float(yi))
-    wts.append(float(wi))
-    sizes.append(1)
-    while len(vals) > 1 and vals[-2] > vals[-1]:   # increasing violated: pool the last two
-      wt = wts[-2] + wts[-1]
-      v = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / wt
-      sz = sizes[-2] + sizes[-1]
-      del vals[-1], wts[-1], sizes[-1]
-      vals[-1], wts[-1], sizes[-1] = v, wt, sz
-  fitted = np.repeat(vals, sizes)
-  if decreasing:
-    fitted = -fitted
-  return fitted[group]
 
 
 def weighted_r2(y: Any, fitted: Any, weights: Any = None) -> float:

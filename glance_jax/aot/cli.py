@@ -76,29 +76,28 @@ def build(args, sizes, mesh, groups, batches, methods, hbm, emit):
   from glance_jax.aot import programs as pg
   m = pg.models(sizes, mesh)
   one = _compiler(args, hbm)
-  glance = pg.loop_config(sizes, "glance", 63, m[2])
+  glance = pg.loop_config(sizes, "glance", 63, m, mesh)
+  stops = pg.stops_arg(sizes, mesh)
   for b in batches:
     pre = pg.prefill_program(f"prefill.b{b}", sizes, mesh, glance, b, sizes.max_length, m)
     if "prefill" in groups:
       emit(one(pre))
-    stops = pre.args[10]
     if "step" in groups:
-      emit(one(pg.ar_step_program(sizes, mesh, b, pg.state_from_prefill(pre), m)))
+      emit(one(pg.ar_step_program(sizes, mesh, b, pg.state_from_prefill(pre, mesh), m)))
     for name, method, budget in methods:
-      cfg = pg.loop_config(sizes, method, budget, m[2])
+      spec = pg.loop_config(sizes, method, budget, m, mesh)
       # every method's state in the same layout (the rules), so round / AR compares like with like
-      st = pg.state_from_prefill(pg.prefill_program("", sizes, mesh, cfg, b, sizes.max_length, m))
+      st = pg.state_from_prefill(pg.prefill_program("", sizes, mesh, spec, b, sizes.max_length, m), mesh)
       if "round" in groups:
-        emit(one(pg.round_program(f"round.{name}.b{b}", cfg, st, stops, m)))
+        emit(one(pg.round_program(f"round.{name}.b{b}", spec, st, stops, m)))
       if "loop" in groups:
-        emit(one(pg.loop_program(f"loop.{name}.b{b}", cfg, st, stops, m)))
+        emit(one(pg.loop_program(f"loop.{name}.b{b}", spec, st, stops, m)))
   if "regen" in groups:
-    cfg = pg.loop_config(sizes, "ar", 1, m[2], max_new_tokens=sizes.regen_max_new)
-    length = cfg.slots_needed(sizes.prompt_len)
-    pre = pg.prefill_program(f"regen.prefill.b{sizes.regen_batch}", sizes, mesh, cfg, sizes.regen_batch, length, m)
+    spec = pg.loop_config(sizes, "ar", 1, m, mesh, max_new_tokens=sizes.regen_max_new)
+    length = spec.slots_needed(sizes.prompt_len)
+    pre = pg.prefill_program(f"regen.prefill.b{sizes.regen_batch}", sizes, mesh, spec, sizes.regen_batch, length, m)
     emit(one(pre))
-    st = pg.state_from_prefill(pre)
-    emit(one(pg.loop_program(f"regen.loop.b{sizes.regen_batch}", cfg, st, pre.args[10], m)))
+    emit(one(pg.loop_program(f"regen.loop.b{sizes.regen_batch}", spec, pg.state_from_prefill(pre, mesh), stops, m)))
 
 
 def main(argv=None) -> int:

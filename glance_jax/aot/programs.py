@@ -7,9 +7,9 @@ prefill did not compile. Nothing is allocated, so an 8B model compiles on a CPU 
 topology libtpu knows.
 
 Programs (names are the report's rows):
-  prefill               prefill_state of the glance loop: image tower, prompt, first token, head context
+  prefill               decode.loop.prefill of the glance loop: image tower, prompt, first token, head context
   ar_step               engine.decode_step: one plain token (the reference the ratios divide by)
-  round.<m>             one round of decode/loop.py for method m (ar, ngram, chain, glance15, ...)
+  round.<m>             one round of decode/loop.py for method m (ar, ngram, chain, glance15, ...): loop.one_round
   loop.<m>              the whole generation: one lax.while_loop of rounds (cost is per compile)
   regen.prefill/.loop   regeneration's batch: method ar at the recipe's regen batch and length
   train<mesh>           the head's train step at the recipe (configs/train_qwen3_vl_8b.py)
@@ -127,12 +127,44 @@ def prompt_args(sizes: Sizes, mesh: Mesh, batch: int) -> dict:
   return out
 
 
-def loop_config(sizes: Sizes, method: str, budget: int, hcfg, *, max_new_tokens: int | None = None):
+@dataclasses.dataclass(frozen=True)
+class Spec:
+  """One method's static arguments: its drafter, its width policy, the loop's knobs."""
+  drafter: Any
+  policy: Any
+  cfg: Any
+
+  def slots_needed(self, prompt_len: int) -> int:
+    from glance_jax.decode.loop import slots_needed
+    return slots_needed(self.drafter, self.cfg, prompt_len)
+
+
+def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = None, *,
+                max_new_tokens: int | None = None) -> Spec:
+  """generate()'s drafter and policy for (method, budget) on the abstract models `m`, except ngram:
+  its per-round choice of the smallest width holding the proposal (policies.Holding; generate's
+  cost gate runs AR's program under every built-in table)."""
+  from glance_jax.decode import methods, policies
+  from glance_jax.decode.drafters import ar, block, ngram
   from glance_jax.decode.loop import LoopConfig
-  head = method in ("chain", "glance")
-  return LoopConfig(method=method, budget=budget, max_new_tokens=max_new_tokens or sizes.max_new_tokens,
-                    block_size=sizes.block_size, tap_layers=tuple(hcfg.target_layer_ids) if head else (),
-                    mask_token_id=hcfg.mask_token_id if head else 0)
+  from glance_jax.static_args import Hashed
+  _, _, hcfg, hgd, _ = m
+  if method == "ar":
+    drafter, policy = ar.AR(), policies.Fixed(0)
+  elif method == "ngram":
+    drafter = ngram.NGram(depth=min(budget, sizes.block_size - 1))
+    policy = policies.Holding(policies.ngram_widths(drafter.num_nodes))
+  else:
+    cls = block.ChainDrafter if method == "chain" else block.BlockDrafter
+    drafter = cls(graphdef=Hashed(hgd), block_size=sizes.block_size, taps=tuple(hcfg.target_layer_ids),
+                  mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh)
+    record = methods.recorded_widths(drafter.num_nodes) if method == "glance" else ()
+    policy = policies.Fixed(drafter.num_nodes, record)
+  return Spec(drafter, policy, LoopConfig(max_new_tokens=max_new_tokens or sizes.max_new_tokens, mesh=mesh))
+
+
+def _dparams(spec: Spec, m):
+  return m[4] if spec.drafter.tap_layers else ()
 
 
 def _key(mesh):
@@ -140,28 +172,27 @@ def _key(mesh):
   return _sds(k.shape, k.dtype, NamedSharding(mesh, P()))
 
 
-def prefill_program(name: str, sizes: Sizes, mesh: Mesh, cfg, batch: int, max_length: int, m) -> Program:
-  from glance_jax.decode.loop import prefill_state
-  tgd, tparams, _, hgd, hparams = m
+def stops_arg(sizes: Sizes, mesh: Mesh):
+  return _sds((len(sizes.config.eos_token_ids) or 1,), jnp.int32, NamedSharding(mesh, P()))
+
+
+def prefill_program(name: str, sizes: Sizes, mesh: Mesh, spec: Spec, batch: int, max_length: int, m) -> Program:
+  from glance_jax.decode.loop import prefill
+  from glance_jax.qwen3_vl.prompt import Prompt
   a = prompt_args(sizes, mesh, batch)
-  rep = NamedSharding(mesh, P())
-  stops = _sds((len(sizes.config.eos_token_ids) or 1,), jnp.int32, rep)
-  oracle = _sds((batch, 0), jnp.int32, rep)
-  if not cfg.uses_head:
-    hgd = hparams = None
-  args = (tgd, tparams, hgd, hparams, a["input_ids"], a["attention_mask"], a["positions"], a["rope_delta"],
-          a["pixel_values"], a["vision_meta"], stops, _key(mesh), oracle)
-  return Program(name, prefill_state, args, dict(cfg=cfg, max_length=max_length), "prefill")
+  prompt = Prompt(a["input_ids"], a["attention_mask"], a["positions"], a["pixel_values"], a["vision_meta"])
+  args = (m[0], m[1], spec.drafter, _dparams(spec, m), spec.policy, prompt, a["rope_delta"], stops_arg(sizes, mesh),
+          _key(mesh))
+  return Program(name, prefill, args, dict(cfg=spec.cfg, max_length=max_length), "prefill")
 
 
-def state_from_prefill(prefill: Program, compiled=None):
+def state_from_prefill(prefill: Program, mesh: Mesh, compiled=None):
   """The decode state the loop receives: prefill's output shapes, in the shardings a compiled
   prefill chose, or (compiled=None) by the rules: K/V rows on data and kv heads on tensor, every
   other array's rows on data."""
-  shapes = jax.eval_shape(functools.partial(prefill.fn, **prefill.kwargs), *prefill.args)
+  shapes = jax.eval_shape(*_dynamic(prefill))
   if compiled is not None:
     return abstract(shapes, compiled.output_shardings)
-  mesh = prefill.args[4].sharding.mesh
 
   def rule(x):
     if x.ndim == 4:     # [B, S, kv_heads, head_dim]: the target's and the head's K/V
@@ -170,25 +201,29 @@ def state_from_prefill(prefill: Program, compiled=None):
   return jax.tree.map(lambda x: _sds(x.shape, x.dtype, rule(x)), shapes)
 
 
-def round_program(name: str, cfg, state, stops, m) -> Program:
-  from glance_jax.decode import loop
-  tgd, tparams, _, hgd, hparams = m
-  if not cfg.uses_head:
-    hgd = hparams = None
+def _dynamic(program: Program):
+  """(a function of the program's array arguments alone, those arguments): its drafter and policy,
+  static arguments that are not pytrees, are closed over (jax.eval_shape takes arrays only)."""
+  from glance_jax.decode.drafter import Drafter
+  from glance_jax.decode.policies import WidthPolicy
+  static = {i: a for i, a in enumerate(program.args) if isinstance(a, (Drafter, WidthPolicy))}
 
-  @functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("state",))
-  def one_round(tgd, tparams, hgd, hparams, state, stops, *, cfg):
-    return loop._round(tgd, tparams, hgd, hparams, stops, cfg, state)
+  def fn(*dynamic):
+    it = iter(dynamic)
+    return program.fn(*(static[i] if i in static else next(it) for i in range(len(program.args))), **program.kwargs)
+  return fn, *(a for i, a in enumerate(program.args) if i not in static)
 
-  return Program(name, one_round, (tgd, tparams, hgd, hparams, state, stops), dict(cfg=cfg), "round")
+
+def round_program(name: str, spec: Spec, state, stops, m) -> Program:
+  from glance_jax.decode.loop import one_round
+  return Program(name, one_round, (m[0], m[1], spec.drafter, _dparams(spec, m), spec.policy, state, stops),
+                 dict(cfg=spec.cfg), "round")
 
 
-def loop_program(name: str, cfg, state, stops, m) -> Program:
+def loop_program(name: str, spec: Spec, state, stops, m) -> Program:
   from glance_jax.decode.loop import decode_rounds
-  tgd, tparams, _, hgd, hparams = m
-  if not cfg.uses_head:
-    hgd = hparams = None
-  return Program(name, decode_rounds, (tgd, tparams, hgd, hparams, state, stops), dict(cfg=cfg), "loop")
+  return Program(name, decode_rounds, (m[0], m[1], spec.drafter, _dparams(spec, m), spec.policy, state, stops),
+                 dict(cfg=spec.cfg), "loop")
 
 
 def ar_step_program(sizes: Sizes, mesh: Mesh, batch: int, state, m) -> Program:

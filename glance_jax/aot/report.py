@@ -17,7 +17,7 @@ GB = 1e9
 def shape_classes(program: Program) -> dict[str, set]:
   """Per-device (shard) shapes of the program's weights and caches, for the traffic breakdown."""
   out = {"weights": set(), "head_weights": set(), "kv": set(), "head_kv": set()}
-  names = {1: "weights", 3: "head_weights"}
+  names = {1: "weights", 3: "head_weights"}   # args: (tgd, tparams, drafter, drafter params, policy, state, ...)
 
   def add(label, leaf):
     if isinstance(leaf, jax.ShapeDtypeStruct) and isinstance(leaf.sharding, NamedSharding) and leaf.ndim:
@@ -28,10 +28,10 @@ def shape_classes(program: Program) -> dict[str, set]:
       jax.tree.map(lambda x, label=label: add(label, x), program.args[pos])
   if program.kind == "train":
     jax.tree.map(lambda x: add("weights", x), program.args[1])
-  state = program.args[4] if program.kind in ("round", "loop") else None
+  state = program.args[5] if program.kind in ("round", "loop") else None
   if state is not None:
     jax.tree.map(lambda x: add("kv", x), state.cache.k)
-    jax.tree.map(lambda x: add("head_kv", x), tuple(state.head_k))
+    jax.tree.map(lambda x: add("head_kv", x), tuple(getattr(state.drafter, "k", ())))  # a head's context cache
   elif program.kind == "step":
     jax.tree.map(lambda x: add("kv", x), program.args[2].k)
   vocab = _vocab(program.args[1]) if len(program.args) > 1 else None

@@ -74,7 +74,7 @@ def _budgets(text: str) -> list[int | str]:
 
 def parser() -> argparse.ArgumentParser:
   from glance_jax.config import DTYPES
-  from glance_jax.decode.generate import ABLATIONS
+  from glance_jax.head import ABLATIONS
   p = argparse.ArgumentParser(prog="decode.py bench", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("task_files", nargs="*", metavar="TASKFILE",
@@ -157,8 +157,8 @@ def _round_cost(path: str | None, target, block_size: int):
   of width never changes tokens, only speed)."""
   import jax
 
-  from glance_jax.decode import budget as budget_lib
-  rc = budget_lib.read_round_cost(path) if path else budget_lib.default_round_cost()
+  from glance_jax.decode import policies
+  rc = policies.read_round_cost(path) if path else policies.default_round_cost()
   t = target.config.text
   expect = {"hidden_size": t.hidden_size, "num_layers": t.num_hidden_layers, "vocab_size": t.vocab_size,
             "backend": jax.default_backend(), "block_size": block_size}
@@ -174,7 +174,7 @@ def run(args) -> dict[str, Any]:
   from glance_jax.progress import Progress
   from glance_jax.bench.tasks import load_tasks, problem
   from glance_jax.config import DTYPES
-  from glance_jax.decode.generate import Head
+  from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import load_target
 

@@ -41,15 +41,15 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from glance_jax.analysis.bootstrap import paired_bootstrap_diff
-from glance_jax.decode import drafters
+from glance_jax.decode.drafters.block import head_tree
 from glance_jax.decode.generate import generate
 from glance_jax.decode.sampling import SamplingConfig, choose, entropy
 from glance_jax.decode.verify import walk
-from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
 from glance_jax.qwen3_vl.positions import get_rope_index
+from glance_jax.qwen3_vl.prompt import Prompt
+from glance_jax.static_args import merge
 from glance_jax.train.batch import TrainBatch
 from glance_jax.train.objective import packed_hidden
 
@@ -145,7 +145,7 @@ def teacher_forced_rounds(target, head, inputs, trajectory, *, budget: int) -> d
     valid = np.arange(ANCHORS_PER_PASS)[None] < k
     lab = np.full((ANCHORS_PER_PASS, depth + 2), -1, np.int32)
     lab[:k] = labels[s:s + k]
-    acc = _accept(target.graphdef, target.params, head.graphdef, head.params, feats, ids, pos,
+    acc = _accept(target.jit_graphdef, target.flat_params, head.jit_graphdef, head.flat_params, feats, ids, pos,
                   jnp.asarray(anchors), jnp.asarray(valid), jnp.asarray(lab), budget=int(budget),
                   block_size=hc.block_size, mask_token_id=hc.mask_token_id)
     accepted[s:s + k] = np.asarray(acc)[:k]
@@ -170,22 +170,18 @@ def _forward(target, head, inputs, y: np.ndarray):
   meta = None if pv is None else target.vision_arrays(np.asarray(grid))
   pv = None if pv is None else jnp.asarray(pv, jnp.float32)
   ids_j, pos_j = jnp.asarray(ids), jnp.asarray(pos, jnp.int32)
-  greedy, ent, feats = _teacher_forced(target.graphdef, target.params, ids_j, jnp.asarray(valid), pos_j, pv, meta,
+  prompt = Prompt(ids_j, jnp.asarray(valid), pos_j, pv, meta)
+  greedy, ent, feats = _teacher_forced(target.jit_graphdef, target.flat_params, prompt,
                                        taps=tuple(head.config.target_layer_ids))
   greedy = np.asarray(greedy)[0, p - 1:p - 1 + n]                         # row P-1+j predicts slot j
   return greedy, np.asarray(ent)[0], feats, ids_j, pos_j, p
 
 
 @functools.partial(jax.jit, static_argnames=("tgd", "taps"))
-def _teacher_forced(tgd, tparams, ids, valid, positions, pixel_values, vision_meta, *, taps):
+def _teacher_forced(tgd, tparams, prompt: Prompt, *, taps):
   """-> greedy int32 [1, S], entropy fp32 [1, S], feats [1, S, taps x D] (causal, one pass)."""
-  target = nnx.merge(tgd, tparams)
-  cache = init_cache(target.cfg.text, ids.shape[0], ids.shape[1], target.embed_weight.dtype)
-  image_embeds = deepstack = None
-  if pixel_values is not None:
-    image_embeds, deepstack = target.encode_images(pixel_values, vision_meta)
-  h, _, tapped = target(ids, positions, cache, causal_block_mask(valid), image_embeds=image_embeds,
-                        deepstack=deepstack, tap_layers=taps)
+  target = merge(tgd, tparams)
+  h, _, tapped = target.forward_prompt(prompt, tap_layers=taps)
   logits = target.logits(h)                                               # [1, S, V] fp32
   greedy = choose(logits, jax.random.key(0), SamplingConfig())
   return greedy, entropy(logits), jnp.concatenate([tapped[i] for i in taps], axis=-1)
@@ -196,7 +192,7 @@ def _accept(tgd, tparams, hgd, hparams, feats, ids, positions, anchors, anchor_v
             block_size: int, mask_token_id: int):
   """A = ANCHORS_PER_PASS rounds in one packed head pass (train/objective.packed_hidden: block j sees
   the features before its anchor and its own block) -> accepted int32 [A]."""
-  target, head = nnx.merge(tgd, tparams), nnx.merge(hgd, hparams)
+  target, head = merge(tgd, tparams), merge(hgd, hparams)
   ones = jnp.ones(ids.shape, bool)
   batch = TrainBatch(input_ids=ids, loss_mask=ones, attention_mask=ones, positions=positions)
   hidden = packed_hidden(head, target.embed_weight, feats, batch, anchors, anchor_valid, block_size=block_size,
@@ -204,7 +200,7 @@ def _accept(tgd, tparams, hgd, hparams, feats, ids, positions, anchors, anchor_v
   a = anchors.shape[1]
   hidden = hidden.reshape(a, block_size, -1)
   log_q = jax.nn.log_softmax(target.logits(hidden[:, 1:]), axis=-1)      # [A, L, V]: slot k drafts y_{t+k}
-  tree = drafters.head_tree(log_q, "glance", budget)
+  tree = head_tree(log_q, budget).tree
   # the target's choice at each verify row: g_{t+d+1} at a depth-d row (the root is depth 0)
   depths = jnp.concatenate([jnp.zeros((a, 1), jnp.int32), tree.depths], axis=1)   # [A, N+1]
   choice = jnp.take_along_axis(labels, depths + 1, axis=1)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from glance_jax.config import Qwen3VLConfig, tiny_config
-from glance_jax.decode.generate import Head
+from glance_jax.head import Head
 from glance_jax.head.config import HeadConfig
 from glance_jax.head.model import abstract_head
 from glance_jax.qwen3_vl.positions import get_rope_index

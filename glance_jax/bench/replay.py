@@ -7,7 +7,7 @@ per-round verify widths) on a larger, memory-bound target measures what that acc
 with every round doing the real work: a head pass, the tree of the recorded method's width, one
 verify pass of that width, walk and commit.
 
-The oracle. The loop's oracle mode (LoopConfig.oracle) pushes the head's marginals at draft slot d
+The oracle. The oracle drafter (bench/engine.py) pushes the head's marginals at draft slot d
 of a round that starts with `count` emitted tokens onto oracle[count + d], so the drafted path (the
 chain, or the top-scored path of the tree) is oracle[count : count + L]. With oracle = the target's
 own greedy continuation (AR's tokens) every round accepts L. Round r starts at
@@ -29,8 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from glance_jax.config import read_json
-from glance_jax.decode import budget as budget_lib
-from glance_jax.decode import loop
+from glance_jax.bench import engine
+from glance_jax.decode import loop, methods, policies
+from glance_jax.decode.drafters import block
 
 # methods whose rounds can be replayed (the oracle needs a head)
 REPLAYED = ("chain", "glance")
@@ -137,64 +138,73 @@ class Spec:
   auto: bool = False
 
 
-def loop_config(target, head, spec: Spec, max_new_tokens: int, cost: tuple[float, ...] = ()) -> loop.LoopConfig:
-  """generate()'s LoopConfig for this spec, oracle on for head methods (stop tokens: none)."""
-  hc = head.config
-  budget = min(spec.budget, hc.block_size - 1) if spec.method == "chain" else spec.budget
-  uses_head = spec.method in REPLAYED
-  if spec.auto and len(cost) != len(budget_lib.auto_widths(budget)):
-    cost = (1.0,) * len(budget_lib.auto_widths(budget))  # never read: the replay picks each width
-  return loop.LoopConfig(method=spec.method, budget=budget, max_new_tokens=max_new_tokens, block_size=hc.block_size,
-                         tap_layers=tuple(hc.target_layer_ids) if uses_head else (),
-                         mask_token_id=hc.mask_token_id if uses_head else 0, oracle=uses_head,
-                         auto=spec.auto, cost=tuple(cost) if spec.auto else ())
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+  """What one timed configuration compiles: the drafter (the oracle drafter for head methods), its
+  policy (glance-auto: scheduled, every width of auto_widths(budget)), the loop's static knobs."""
+  drafter: object
+  policy: object
+  cfg: loop.LoopConfig
+
+  def slots_needed(self, prompt_len: int) -> int:
+    return loop.slots_needed(self.drafter, self.cfg, prompt_len)
 
 
-@dataclasses.dataclass
-class Prepared:
-  """One prompt's device arrays (made once, outside the timed calls)."""
-  ids: jax.Array
-  mask: jax.Array
-  positions: jax.Array
-  rope_delta: jax.Array
-  pixel_values: jax.Array | None
-  meta: dict | None
+def loop_config(target, head, spec: Spec, max_new_tokens: int, cost: tuple[float, ...] = ()) -> Replayed:
+  """generate()'s drafter and policy for this spec, the oracle drafter for head methods (no stop)."""
+  cfg = loop.LoopConfig(max_new_tokens=max_new_tokens)
+  if spec.method == "ar":
+    p = methods.plan(target, "ar")
+    return Replayed(p.drafter, p.policy, cfg)
+  if spec.method not in REPLAYED:
+    raise ValueError(f"cannot replay method {spec.method!r} (replayed: {REPLAYED})")
+  if spec.auto:
+    widths = policies.auto_widths(spec.budget)
+    if len(cost) != len(widths):
+      cost = (1.0,) * len(widths)  # never read: the replay picks each width
+    drafter = block.bind(head, target, spec.budget)
+    policy = policies.Auto(widths, tuple(cost), (), methods.recorded_widths(spec.budget), scheduled=True)
+  else:
+    p = methods.plan(target, spec.method, head=head, budget=spec.budget)
+    drafter, policy = p.drafter, p.policy
+  return Replayed(engine.oracle_drafter(drafter), policy, cfg)
 
 
-def prepare(target, inputs) -> Prepared:
-  pv, meta = getattr(inputs, "pixel_values", None), None
-  if pv is not None:
-    meta = target.vision_arrays(np.asarray(inputs.image_grid_thw))
-    pv = jnp.asarray(pv, jnp.float32)
-  return Prepared(jnp.asarray(inputs.input_ids, jnp.int32), jnp.asarray(inputs.attention_mask, bool),
-                  jnp.asarray(inputs.positions, jnp.int32), jnp.asarray(inputs.rope_delta, jnp.int32), pv, meta)
+def prepare(target, inputs):
+  """One prompt's device arrays (made once, outside the timed calls): (Prompt, rope_delta)."""
+  return target.prompt(inputs), jnp.asarray(inputs.rope_delta, jnp.int32)
 
 
-def run(target, head, p: Prepared, cfg: loop.LoopConfig, max_length: int, oracle: np.ndarray | None = None,
+def run(target, head, p, rc: Replayed, max_length: int, oracle: np.ndarray | None = None,
         widths: np.ndarray | None = None) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
   """Prefill + the decode loop, batch 1, no stop token, timed end to end (until the tokens are on the
   host) and the loop alone (the prefill is waited for first). widths (auto): the verify width of
   every round. -> (seconds end to end, seconds of the loop, tokens, accepted, widths)."""
+  prompt, rope_delta = p
   tgd, tparams = target.jit_graphdef, target.flat_params  # as generate passes them (static_args)
-  hgd, hparams = (head.jit_graphdef, head.flat_params) if cfg.uses_head else (None, None)
   stops = jnp.asarray([-1], jnp.int32)
-  orc = jnp.zeros((1, 0), jnp.int32) if oracle is None else jnp.asarray(np.asarray(oracle)[None], jnp.int32)
-  idx = None
-  if cfg.auto and len(cfg.widths) > 1:  # padded to max_new_tokens (>= rounds): one compiled loop whatever the schedule's length
-    idx = np.full(cfg.max_new_tokens, cfg.widths.index(int(widths[-1])), np.int32)
-    idx[: len(widths)] = [cfg.widths.index(int(w)) for w in widths]
-    idx = jnp.asarray(idx)
+  dparams = ()
+  if rc.drafter.name != "ar":
+    pad = rc.cfg.max_new_tokens + rc.drafter.block_size
+    orc = np.zeros((1, pad), np.int32) if oracle is None else np.asarray(oracle, np.int32)[None]
+    dparams = (head.flat_params, jnp.asarray(np.pad(orc, ((0, 0), (0, max(pad - orc.shape[1], 0))))))
   t0 = time.perf_counter()
-  st = loop.prefill_state(tgd, tparams, hgd, hparams, p.ids, p.mask, p.positions, p.rope_delta,
-                          p.pixel_values, p.meta, stops, jax.random.key(0), orc, cfg=cfg, max_length=max_length)
+  st = loop.prefill(tgd, tparams, rc.drafter, dparams, rc.policy, prompt, rope_delta, stops, jax.random.key(0),
+                    cfg=rc.cfg, max_length=max_length)
+  if getattr(rc.policy, "scheduled", False):
+    # padded to max_new_tokens (>= rounds): one compiled loop whatever the schedule's length
+    ws = rc.policy.widths
+    idx = np.full(rc.cfg.max_new_tokens, ws.index(int(widths[-1])), np.int32)
+    idx[: len(widths)] = [ws.index(int(w)) for w in widths]
+    st = st.replace(policy=st.policy.replace(schedule=jnp.asarray(idx)))
   st = jax.block_until_ready(st)
   t1 = time.perf_counter()
   # glance-auto: the policy's own loop, each round's width read from the recorded schedule
-  st = loop.decode_rounds(tgd, tparams, hgd, hparams, st, stops, idx, cfg=cfg)
+  st = loop.decode_rounds(tgd, tparams, rc.drafter, dparams, rc.policy, st, stops, cfg=rc.cfg)
   out, count = np.asarray(st.out[0]), int(st.count[0])
   t2 = time.perf_counter()
   n = int(st.rounds)
-  return t2 - t0, t2 - t1, out[:count], np.asarray(st.rec_accepted[0, :n]), np.asarray(st.rec_width[:n])
+  return t2 - t0, t2 - t1, out[:count], np.asarray(st.accepted[0, :n]), np.asarray(st.width[:n])
 
 
 def check(label: str, tokens, accepted, widths, ar_tokens, want_accepted, want_widths=None) -> None:

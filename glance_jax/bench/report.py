@@ -90,7 +90,7 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
 
 def _round_records(r: PromptRun) -> dict[str, Any]:
   """Per-round records of one prompt: accepted lengths, verify widths and, for glance, the predicted /
-  observed accepted length per recorded width (python -m glance_jax.decode.calibrate --bench)."""
+  observed accepted length per recorded width (python -m glance_jax.bench.calibrate --bench)."""
   out: dict[str, Any] = {"accepted": [int(a) for a in r.accepted]}
   if r.widths is not None:
     out["widths"] = [int(w) for w in r.widths]

@@ -14,67 +14,61 @@ from __future__ import annotations
 
 import functools
 import time
+import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from glance_jax.bench.random_models import long_prompt, make_head, make_target, size_config
 from glance_jax.bench.timing import PhaseTimer, barrier, interleaved, interleaved_ms, median
-from glance_jax.decode import drafters, loop
-from glance_jax.decode.generate import Head
-from glance_jax.decode.sampling import choose, entropy
-from glance_jax.decode.verify import commit_kv, walk
-from glance_jax.head.model import block_mask
+from glance_jax.bench import engine
+from glance_jax.decode import loop
+from glance_jax.decode.drafters import block
+from glance_jax.decode.drafters.block import BlockState, text_positions
+from glance_jax.decode.loop import LoopConfig
+from glance_jax.decode.sampling import SamplingConfig, choose, entropy
+from glance_jax.decode.verify import commit_kv, empty_tree, walk
+from glance_jax.head import Head
 from glance_jax.qwen3_vl.cache import KVCache, write_rows
 from glance_jax.qwen3_vl.target import Target
+from glance_jax.static_args import merge
 
 
 def _print(msg: str):
   print(msg, flush=True)
 
 
-def _text_positions(start: jax.Array, offsets: jax.Array) -> jax.Array:
-  """start [B] + offsets [B, T] or [T] -> int32 [3, B, T]: generated text has equal t, h, w
-  positions (the loop's rule for its own rows)."""
-  pos = start[:, None] + offsets
-  return jnp.broadcast_to(pos[None], (3,) + pos.shape).astype(jnp.int32)
+class _View:
+  """What a drafter's marginals read of the loop state: the root, its slot and rope delta."""
+  def __init__(self, root, cache_len, rope_delta):
+    self.root, self.rope_delta, self.cache = root, rope_delta, types.SimpleNamespace(length=cache_len)
 
 
-@functools.partial(jax.jit, static_argnames=("tgd", "hgd", "cfg"), donate_argnames=("carry",))
-def _draft_phase(tgd, tparams, hgd, hparams, inp, carry, *, cfg: loop.LoopConfig, reps: int):
-  target, head = nnx.merge(tgd, tparams), nnx.merge(hgd, hparams)
+@functools.partial(jax.jit, static_argnames=("tgd", "drafter"), donate_argnames=("carry",))
+def _draft_phase(tgd, tparams, drafter, hparams, inp, carry, *, reps: int):
+  target = merge(tgd, tparams)
 
   def body(i, c):
     head_k, head_v, _ = c
     x = barrier(i, inp)
-    ctx = head.project_context(x["pending"])                               # [B, C, H]
-    k, v = head.context_kv(ctx, _text_positions(x["ctx_len"] + x["rope_delta"], jnp.arange(cfg.depth + 1)))
-    head_k = tuple(write_rows(buf, y, x["ctx_len"]) for buf, y in zip(head_k, k))
-    head_v = tuple(write_rows(buf, y, x["ctx_len"]) for buf, y in zip(head_v, v))
-    ctx_len = x["ctx_len"] + x["n_pending"]
-    b = x["root"].shape[0]
-    blk = jnp.concatenate([x["root"][:, None], jnp.full((b, cfg.depth), cfg.mask_token_id, jnp.int32)], 1)
-    pos = _text_positions(x["cache_len"] + x["rope_delta"], jnp.arange(cfg.block_size))
-    hidden = head(target.embed(blk), pos, head_k, head_v, block_mask(ctx_len, head_k[0].shape[1], cfg.block_size))
-    log_q = jax.nn.log_softmax(target.logits(hidden[:, 1:]), axis=-1)    # [B, L, V]
-    return head_k, head_v, log_q
+    state = BlockState(k=head_k, v=head_v, ctx_len=x["ctx_len"], pending=x["pending"], n_pending=x["n_pending"])
+    log_q, state = drafter.marginals(hparams, target, state, _View(x["root"], x["cache_len"], x["rope_delta"]))
+    return state.k, state.v, log_q                                        # log_q [B, L, V]
 
   return jax.lax.fori_loop(0, reps, body, carry)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("carry",))
-def _tree_phase(log_q, carry, *, cfg: loop.LoopConfig, reps: int):
+@functools.partial(jax.jit, static_argnames=("drafter",), donate_argnames=("carry",))
+def _tree_phase(log_q, carry, *, drafter, reps: int):
   def body(i, _):
-    return drafters.head_tree(barrier(i, log_q), cfg.method, cfg.budget)
+    return drafter.tree(barrier(i, log_q)).tree
   return jax.lax.fori_loop(0, reps, body, carry)
 
 
-@functools.partial(jax.jit, static_argnames=("tgd", "cfg"), donate_argnames=("carry",))
-def _verify_phase(tgd, tparams, inp, carry, *, cfg: loop.LoopConfig, reps: int):
-  target = nnx.merge(tgd, tparams)
-  taps = cfg.tap_layers if cfg.uses_head else ()
+@functools.partial(jax.jit, static_argnames=("tgd", "taps"), donate_argnames=("carry",))
+def _verify_phase(tgd, tparams, inp, carry, *, taps: tuple, reps: int):
+  target = merge(tgd, tparams)
 
   def body(i, c):
     ks, vs, _, feats = c
@@ -89,13 +83,13 @@ def _verify_phase(tgd, tparams, inp, carry, *, cfg: loop.LoopConfig, reps: int):
   return jax.lax.fori_loop(0, reps, body, carry)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("carry",))
-def _walk_phase(inp, carry, *, cfg: loop.LoopConfig, reps: int):
+@functools.partial(jax.jit, static_argnames=("max_depth",), donate_argnames=("carry",))
+def _walk_phase(inp, carry, *, max_depth: int, reps: int):
   def body(i, c):
     ks, vs, _, out, history, _ = c
     x = barrier(i, inp)
-    choice = choose(x["logits"], x["key"], cfg.sampling)
-    res = walk(x["tree"], choice, cfg.depth if cfg.num_nodes else 0)
+    choice = choose(x["logits"], x["key"], SamplingConfig())
+    res = walk(x["tree"], choice, max_depth)
     cache = commit_kv(KVCache(k=ks, v=vs, length=x["cache_len"]), res.commit_rows, res.accepted + 1)
     pending = jnp.take_along_axis(x["feats"], res.commit_rows[:, :, None], axis=1)
     out = write_rows(out[..., None], res.new_tokens[..., None], x["count"])[..., 0]
@@ -105,98 +99,84 @@ def _walk_phase(inp, carry, *, cfg: loop.LoopConfig, reps: int):
   return jax.lax.fori_loop(0, reps, body, carry)
 
 
-def _loop_cfg(target: Target, head: Head, method: str, budget: int, max_new: int, oracle_on=False):
-  if method in ("chain", "glance"):
-    hc = head.config
-    return loop.LoopConfig(method=method, budget=budget if method == "glance" else min(budget, hc.block_size - 1),
-                           max_new_tokens=max_new, block_size=hc.block_size,
-                           tap_layers=tuple(hc.target_layer_ids), mask_token_id=hc.mask_token_id,
-                           oracle=oracle_on)
-  return loop.LoopConfig(method="ar", budget=1, max_new_tokens=max_new, block_size=head.config.block_size)
+def _plan(target: Target, head: Head, method: str, budget: int, oracle=None, max_new: int = 8):
+  """The Plan generate() runs for (method, budget), with the oracle drafter when `oracle` [B, M] is
+  given; and the loop's static knobs."""
+  p = engine.plan(target, method, head=head if method != "ar" else None, budget=budget, oracle_tokens=oracle,
+                  batch=1 if oracle is None else np.shape(oracle)[0], max_new_tokens=max_new)
+  return p, LoopConfig(max_new_tokens=max_new)
 
 
 def _draft_timed(target: Target, head: Head, st, reps: int, seed: int) -> PhaseTimer:
   """The draft phase on `st`. It does not depend on the method or the budget (one head pass over the
   block whatever tree is built from it), so one program serves chain and every glance budget."""
-  hc = head.config
-  cfg = loop.LoopConfig(method="glance", budget=1, max_new_tokens=8, block_size=hc.block_size,
-                        tap_layers=tuple(hc.target_layer_ids), mask_token_id=hc.mask_token_id)
-  b, c = st.root.shape[0], cfg.depth + 1
-  f = len(cfg.tap_layers) * target.config.text.hidden_size
+  drafter = block.bind(head, target, 1)
+  b, c = st.root.shape[0], drafter.depth + 1
+  f = len(drafter.tap_layers) * target.config.text.hidden_size
   pending = jax.random.normal(jax.random.key(seed), (b, c, f), jnp.float32).astype(target.dtype)
-  inp = dict(pending=pending, ctx_len=st.ctx_len, n_pending=jnp.full((b,), c, jnp.int32), root=st.root,
+  inp = dict(pending=pending, ctx_len=st.drafter.ctx_len, n_pending=jnp.full((b,), c, jnp.int32), root=st.root,
              cache_len=st.cache.length, rope_delta=st.rope_delta)
-  carry = (tuple(jnp.copy(x) for x in st.head_k), tuple(jnp.copy(x) for x in st.head_v),
-           jnp.zeros((b, cfg.depth, target.config.text.vocab_size), jnp.float32))
-  return PhaseTimer(functools.partial(_draft_phase, target.graphdef, target.params, head.graphdef, head.params, inp,
-                                  cfg=cfg), (), carry, reps)
+  carry = (tuple(jnp.copy(x) for x in st.drafter.k), tuple(jnp.copy(x) for x in st.drafter.v),
+           jnp.zeros((b, drafter.depth, target.config.text.vocab_size), jnp.float32))
+  return PhaseTimer(functools.partial(_draft_phase, target.jit_graphdef, target.flat_params, drafter,
+                                      head.flat_params, inp), (), carry, reps)
 
 
 def _phase_set(target: Target, head: Head, st, method: str, budget: int, reps: int, log_q_real, seed: int):
   """The timed tree / verify / walk+commit phases of one method on the state `st` (from
-  loop.prefill_state); `log_q_real` is a head output on that state (the tree phase sorts it)."""
-  tgd, tp = target.graphdef, target.params
-  cfg = _loop_cfg(target, head, method, budget, 8)
+  loop.prefill); `log_q_real` is a head output on that state (the tree phase sorts it)."""
+  tgd, tp = target.jit_graphdef, target.flat_params
+  drafter = _plan(target, head, method, budget)[0].drafter
   b = st.root.shape[0]
   phases = {}
   key = jax.random.key(seed)
-  if cfg.uses_head:
-    tree = drafters.head_tree(log_q_real, cfg.method, cfg.budget)
-    phases["tree"] = PhaseTimer(functools.partial(_tree_phase, log_q_real, cfg=cfg), (), jax.tree.map(jnp.copy, tree), reps)
+  if drafter.passes:
+    tree = drafter.tree(log_q_real).tree
+    phases["tree"] = PhaseTimer(functools.partial(_tree_phase, log_q_real, drafter=drafter), (),
+                                jax.tree.map(jnp.copy, tree), reps)
   else:
-    tree = drafters.empty_tree(b)
-  n = cfg.num_nodes
+    tree = empty_tree(b)
+  n = drafter.num_nodes
   ids = jnp.concatenate([st.root[:, None], tree.tokens], axis=1)
   depth = jnp.concatenate([jnp.zeros((b, 1), jnp.int32), tree.depths], axis=1)
-  vin = dict(ids=ids, pos=_text_positions(st.cache.length + st.rope_delta, depth), mask=tree.ancestor_mask,
+  vin = dict(ids=ids, pos=text_positions(st.cache.length + st.rope_delta, depth), mask=tree.ancestor_mask,
              cache_len=st.cache.length)
   v = target.config.text.vocab_size
-  fdim = len(cfg.tap_layers) * target.config.text.hidden_size if cfg.uses_head else 1
+  taps = drafter.tap_layers
+  fdim = len(taps) * target.config.text.hidden_size if taps else 1
   vcarry = (tuple(jnp.copy(x) for x in st.cache.k), tuple(jnp.copy(x) for x in st.cache.v),
             jnp.zeros((b, n + 1, v), jnp.float32), jnp.zeros((b, n + 1, fdim), target.dtype))
-  phases["verify"] = PhaseTimer(functools.partial(_verify_phase, tgd, tp, vin, cfg=cfg), (), vcarry, reps)
+  phases["verify"] = PhaseTimer(functools.partial(_verify_phase, tgd, tp, vin, taps=taps), (), vcarry, reps)
   phases["verify"]._run(1)                                                # real logits and features
   _, _, logits, feats = phases["verify"].carry
-  if not cfg.uses_head:  # ar: a one-row "tree"
-    feats = jnp.zeros((b, n + 1, 1), target.dtype)
   logits, feats = jnp.copy(logits), jnp.copy(feats)       # the verify carry is donated on every call
   win = dict(logits=logits, key=key, tree=tree, feats=feats, cache_len=st.cache.length, count=jnp.ones((b,), jnp.int32))
-  c = (cfg.depth if n else 0) + 1                                         # commit rows C
-  out = jnp.zeros((b, 256 + cfg.depth + 1), jnp.int32)
+  c = drafter.max_depth + 1                                               # commit rows C
+  out = jnp.zeros((b, 256 + c), jnp.int32)
   wcarry = (tuple(jnp.copy(x) for x in st.cache.k), tuple(jnp.copy(x) for x in st.cache.v),
             jnp.zeros((b, c, feats.shape[-1]), feats.dtype), out, jnp.copy(st.history), jnp.zeros((b,), jnp.float32))
-  phases["walk+commit"] = PhaseTimer(functools.partial(_walk_phase, win, cfg=cfg), (), wcarry, reps)
+  phases["walk+commit"] = PhaseTimer(functools.partial(_walk_phase, win, max_depth=drafter.max_depth), (), wcarry,
+                                     reps)
   return phases
 
 
-def _prefill(target: Target, head: Head | None, prompt, cfg: loop.LoopConfig, max_length: int, oracle_toks=None):
-  """loop.prefill_state on `prompt` (as generate() calls it), with an optional oracle continuation."""
-  pv = jnp.asarray(prompt.pixel_values, jnp.float32) if prompt.pixel_values is not None else None
-  meta = target.vision_arrays(np.asarray(prompt.image_grid_thw)) if pv is not None else None
-  b = prompt.input_ids.shape[0]
-  if oracle_toks is None:
-    orc = jnp.zeros((b, 0), jnp.int32)
-  else:
-    o = np.asarray(oracle_toks, np.int32)
-    orc = jnp.asarray(np.pad(o, ((0, 0), (0, max(0, cfg.max_new_tokens + cfg.block_size - o.shape[1])))))
-  hgd, hp = (head.graphdef, head.params) if cfg.uses_head else (None, None)
-  return loop.prefill_state(target.graphdef, target.params, hgd, hp,
-                            jnp.asarray(prompt.input_ids, jnp.int32), jnp.asarray(prompt.attention_mask, bool),
-                            jnp.asarray(prompt.positions, jnp.int32), jnp.asarray(prompt.rope_delta, jnp.int32),
-                            pv, meta, jnp.asarray([-1], jnp.int32), jax.random.key(0), orc,
-                            cfg=cfg, max_length=max_length)
+def _prefill(target: Target, plan, cfg: LoopConfig, prompt, max_length: int):
+  """loop.prefill on `prompt` for `plan` (as generate() calls it)."""
+  return loop.prefill(target.jit_graphdef, target.flat_params, plan.drafter, plan.params, plan.policy,
+                      target.prompt(prompt), jnp.asarray(prompt.rope_delta, jnp.int32), jnp.asarray([-1], jnp.int32),
+                      jax.random.key(0), cfg=cfg, max_length=max_length)
 
 
-def _whole_run(target: Target, head: Head, st0, cfg: loop.LoopConfig):
+def _whole_run(target: Target, plan, cfg: LoopConfig, st0):
   """The real decode loop (loop.decode_rounds, the call generate() makes) from a copy of the
   prefilled state `st0`, timed alone -> (seconds, rounds, tokens of row 0, tau of row 0)."""
   st = jax.block_until_ready(jax.tree.map(jnp.copy, st0))               # decode_rounds donates it
-  hgd, hp = (head.graphdef, head.params) if cfg.uses_head else (None, None)
   t0 = time.perf_counter()
-  st = loop.decode_rounds(target.graphdef, target.params, hgd, hp, st, jnp.asarray([-1], jnp.int32), cfg=cfg)
+  st = loop.decode_rounds(target.jit_graphdef, target.flat_params, plan.drafter, plan.params, plan.policy, st,
+                          jnp.asarray([-1], jnp.int32), cfg=cfg)
   jax.block_until_ready(st)
   dt = time.perf_counter() - t0
-  acc = np.asarray(st.rec_accepted[0])
+  acc = np.asarray(st.accepted[0])
   acc = acc[acc >= 0]
   return dt, int(st.rounds), np.asarray(st.out[0, : int(st.count[0])]), float(np.mean(acc + 1))
 
@@ -211,10 +191,10 @@ def _tree_topk_diag(log_q, budgets, repeats: int = 5) -> dict:
   orig = jax.lax.top_k
   compiled = {}
   for n in budgets:
-    compiled[("as written", n)] = jax.jit(lambda x, n=n: drafters.head_tree(x, "glance", n)).lower(log_q).compile()
+    compiled[("as written", n)] = jax.jit(lambda x, n=n: block.head_tree(x, n).tree).lower(log_q).compile()
     jax.lax.top_k = lambda a, k: jax.lax.optimization_barrier(orig(a, k))
     try:
-      compiled[("top_k kept", n)] = jax.jit(lambda x, n=n: drafters.head_tree(x, "glance", n)).lower(log_q).compile()
+      compiled[("top_k kept", n)] = jax.jit(lambda x, n=n: block.head_tree(x, n).tree).lower(log_q).compile()
     finally:
       jax.lax.top_k = orig
   ms = interleaved_ms(compiled, log_q, repeats)
@@ -269,33 +249,34 @@ def split_size(target: Target, head: Head, prompt, *, size: str, budgets=(15, 31
   image = prompt.pixel_values is not None
   max_length = context + new_tokens + max(max_n, head.config.block_size - 1) + 2
   # AR's own continuation: the oracle drafter's tokens, and the lossless reference. One prefilled
-  # state per kind serves every loop: the head methods' states have the same shapes whatever the
-  # method and budget (same block size, taps and max_new_tokens); the phases start from it too.
-  ar_cfg = _loop_cfg(target, head, "ar", 1, new_tokens)
-  st_ar = _prefill(target, head, prompt, ar_cfg, max_length)
-  _, _, ref, _ = _whole_run(target, head, st_ar, ar_cfg)
-  gcfg = _loop_cfg(target, head, "glance", max_n, new_tokens, oracle_on=True)
-  st_head = _prefill(target, head, prompt, gcfg, max_length, ref[None])
+  # state per state shape serves every loop: the head methods' states have the same shapes whatever
+  # the method and budget (same block size, taps, max_new_tokens and recorded widths); the phases
+  # start from it too.
+  ar_plan, lcfg = _plan(target, head, "ar", 1, max_new=new_tokens)
+  st_ar = _prefill(target, ar_plan, lcfg, prompt, max_length)
+  _, _, ref, _ = _whole_run(target, ar_plan, lcfg, st_ar)
+  loops = {(m, n): _plan(target, head, m, n, None if m == "ar" else ref[None], new_tokens)[0] for m, n in methods}
+  states = {}
+
+  def start(m, n):  # per state shape: the policy's records are sized by the budget's recorded widths
+    p = loops[(m, n)]
+    if m == "ar":
+      return st_ar
+    key = (p.drafter.max_depth, len(p.policy.record_widths))
+    if key not in states:
+      states[key] = _prefill(target, p, lcfg, prompt, max_length)
+    return states[key]
+
+  st_head = start("glance", max_n)
   draft = _draft_timed(target, head, st_head, 5, seed)
   draft._run(1)
   log_q = jnp.copy(draft.carry[2])                                      # a real head output on this state
   phases = {(m, n): _phase_set(target, head, st_head, m, n, 5, log_q, seed) for m, n in methods}
   phases[("head", 0)] = {"draft": draft}                                # shared by chain and glance
   same = {}
-  loops = {(m, n): _loop_cfg(target, head, m, n, new_tokens, oracle_on=m != "ar") for m, n in methods}
-
-  states = {len(gcfg.record_widths): st_head}
-
-  def start(m, n):  # the per-round records (rec_pred / rec_obs) are sized by the budget's record widths
-    c = loops[(m, n)]
-    if m == "ar":
-      return st_ar
-    if len(c.record_widths) not in states:
-      states[len(c.record_widths)] = _prefill(target, head, prompt, c, max_length, ref[None])
-    return states[len(c.record_widths)]
 
   def whole(m, n):
-    dt, rounds, toks, tau = _whole_run(target, head, start(m, n), loops[(m, n)])
+    dt, rounds, toks, tau = _whole_run(target, loops[(m, n)], lcfg, start(m, n))
     same[(m, n)] = bool(np.array_equal(toks, ref))
     if lossless and not same[(m, n)]:
       raise AssertionError(f"{m}-{n} ({size}) is not lossless vs AR")
@@ -379,7 +360,7 @@ SPLIT_NOTES = """
 Phases: each its own jitted program (a fori_loop of R iterations on the state after the prompt, ms =
 (T(R) - T(0)) / R, R sized to ~25 ms a call). draft = context projection of 16 pending rows + head
 pass + lm_head logits and log_softmax for the 15 offsets (the same program for chain and every
-budget); tree = drafters.head_tree; verify = target forward over N + 1 rows + fp32 logits + taps;
+budget); tree = the drafter's tree (block.head_tree); verify = target forward over N + 1 rows + fp32 logits + taps;
 walk+commit = argmax choice, walk, commit_kv, feature gather, root entropy, output writes. Whole
 round = loop.decode_rounds (the jitted while_loop generate() runs) from the prefilled state / its
 rounds, with the oracle drafter (every round accepts 15; the oracle adds a one_hot and a second

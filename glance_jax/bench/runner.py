@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from glance_jax.bench.tasks import BenchTask, problem
-from glance_jax.decode.loop import METHODS
+from glance_jax.decode.methods import METHODS
 
 PAD_MULTIPLE = 32
 
@@ -33,12 +33,12 @@ PAD_MULTIPLE = 32
 @dataclasses.dataclass(frozen=True)
 class Method:
   """A benchmarked configuration: `glance-63` is method glance at budget N = 63; `glance-auto` is
-  glance with the verify width chosen per round among decode.budget.auto_widths(budget)."""
+  glance with the verify width chosen per round among decode.policies.auto_widths(budget)."""
   label: str
   method: str
   budget: int
   auto: bool = False
-  ablate: str | None = None   # an ablation of decode.generate.ABLATIONS: `glance-63[zero-context]`
+  ablate: str | None = None   # an ablation of head.ABLATIONS: `glance-63[zero-context]`
 
 
 def method_choices() -> str:
@@ -47,7 +47,7 @@ def method_choices() -> str:
 
 def ablated(m: Method, kind: str) -> Method:
   """`m` under an ablation: label `glance-63[zero-context]`; only head methods (chain, glance-*)."""
-  from glance_jax.decode.generate import ABLATIONS
+  from glance_jax.head import ABLATIONS
   if kind not in ABLATIONS:
     raise ValueError(f"unknown ablation {kind!r}; valid: {', '.join(ABLATIONS)}")
   if m.method not in ("chain", "glance"):
@@ -161,7 +161,7 @@ def _ablated_head(head, kind: str):
 
 
 def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
-  from glance_jax.decode.generate import generate
+  from glance_jax.bench.engine import generate
   kw = dict(kw)
   round_cost = kw.pop("round_cost", None)
   if m.auto:

@@ -1,63 +1,24 @@
-"""`generate`: the public entry point. Checks the request, then runs the jitted prefill and the
-jitted decode loop (decode/loop.py) and returns tokens plus per-round records."""
+"""`generate`: the public entry point. A method's plan (decode/methods.py) run by the engine
+(decode/loop.py): the jitted prefill, then the jitted loop of rounds; tokens and per-round records
+come back as a GenerationResult.
+
+`start` / `finish` split a run around its loop, for callers that time the loop alone or pass a plan
+of their own (bench/engine.py).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from glance_jax.decode.loop import METHODS, LoopConfig, decode_rounds, draft_passes, prefill_state
+from glance_jax.decode.loop import LoopConfig, LoopState, decode_rounds, prefill, slots_needed
+from glance_jax.decode.methods import Plan, plan as make_plan
+from glance_jax.decode.policies import Fixed
 from glance_jax.decode.sampling import SamplingConfig
-from glance_jax.static_args import FlatState, Hashed
-
-
-ABLATIONS = ("zero-context",)   # Head.ablated kinds (decode.py bench --ablate)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Head:
-  """A block head bound for decoding: its config, graphdef and params (`Head(*load_head(path))`)."""
-  config: Any
-  graphdef: Any
-  params: Any
-
-  @functools.cached_property
-  def jit_graphdef(self) -> Hashed:
-    """graphdef as a jit static argument, hashed once (static_args.Hashed)."""
-    return Hashed(self.graphdef)
-
-  @functools.cached_property
-  def flat_params(self) -> FlatState:
-    """params flattened once, for jit calls (static_args.FlatState)."""
-    return FlatState.of(self.params)
-
-  @classmethod
-  def load(cls, path_or_repo_id, *, target=None, dtype=None, mesh=None) -> "Head":
-    from glance_jax.head.checkpoint import load_head
-    return cls(*load_head(path_or_repo_id, dtype=dtype or (target.dtype if target else jnp.float32),
-                          mesh=mesh if mesh is not None else getattr(target, "mesh", None),
-                          target_config=target.config if target else None))
-
-  @classmethod
-  def random(cls, target, *, seed: int = 0, num_layers: int = 5, block_size: int = 16) -> "Head":
-    from glance_jax.head.config import HeadConfig
-    from glance_jax.head.init import init_head
-    cfg = HeadConfig.for_target(target.config, num_layers=num_layers, block_size=block_size)
-    return cls(cfg, *init_head(cfg, seed=seed, dtype=target.dtype, mesh=target.mesh))
-
-  def ablated(self, kind: str) -> "Head":
-    """The head under an ablation of ABLATIONS, sharing these params. "zero-context": the target's
-    tapped features are zeroed before the head reads them (BlockHead.zero_context), so it drafts
-    without the conditioning; decoding stays lossless (the target still verifies)."""
-    if kind not in ABLATIONS:
-      raise ValueError(f"unknown ablation {kind!r}; valid: {', '.join(ABLATIONS)}")
-    from glance_jax.head.model import zero_context_graphdef
-    return Head(self.config, zero_context_graphdef(self.graphdef, self.params), self.params)
 
 
 @dataclasses.dataclass
@@ -65,12 +26,13 @@ class GenerationResult:
   tokens: list[np.ndarray]          # per row: the emitted tokens (stop token included)
   accepted: list[np.ndarray]        # per row, per round: A (accepted draft tokens)
   root_entropy: list[np.ndarray]    # per row, per round: target entropy at the round's root (nats)
-  method: str
-  budget: int
+  method: str                       # what ran ("ar" where a policy found that nothing could pay)
+  budget: int | str                 # as requested
+  num_nodes: int                    # the drafter's tree size N (the most nodes a round verified)
   draft_passes_per_round: int
   widths: np.ndarray | None = None  # per round: the verify width (rows after the root) it used
   # glance, per row: [rounds, P] raw predicted E[A] / observed A of the top-w tree for w in
-  # record_widths (observed -1 where w exceeds the round's verified width); decode/calibrate.py
+  # record_widths (observed -1 where w exceeds the round's verified width); bench/calibrate.py
   predicted: list[np.ndarray] | None = None
   observed: list[np.ndarray] | None = None
   record_widths: tuple[int, ...] = ()
@@ -90,130 +52,83 @@ class GenerationResult:
     return int(sum(len(t) for t in self.tokens))
 
 
-def generate(target, inputs, *, head: Head | None = None, method: str = "glance", budget: int = 63,
-             max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-             seed: int = 0, stop_tokens: Sequence[int] | None = None, block_size: int = 16,
-             max_length: int | None = None, oracle_tokens: np.ndarray | None = None, auto: bool = False,
-             round_cost=None, timings: dict | None = None) -> GenerationResult:
-  """Decodes `inputs` (ModelInputs, one or several rows) with the given method.
+def generate(target, inputs, *, head=None, drafter: Plan | tuple | None = None, method: str = "glance",
+             budget: int | str = 63, max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0,
+             top_p: float = 1.0, stop_tokens: Sequence[int] | None = None, seed: int = 0) -> GenerationResult:
+  """Decodes `inputs` (ModelInputs: one or several rows) with a method.
 
-  method: ar | ngram | chain | glance. budget: N tree nodes for glance; draft depth cap for chain and
-  ngram. At temperature 0 every method emits exactly the target's greedy tokens; at T > 0 the
-  target's own sampling distribution (with top_k / top_p).
-  oracle_tokens (benchmarks/tests only): int [B, >= max_new_tokens], the target's known continuation;
-  the head's marginals are pushed onto it so that the tree contains it (measures the walk/commit and
-  round cost at full acceptance on random weights).
-  auto (glance): each round verifies the top-w tree for the w among the compiled widths
-  (RoundCost.auto_set: the table's replay-chosen set, else those of budget.auto_widths(budget) at
-  which a round could beat an AR step; the tree built is the widest of them) that maximises expected
-  tokens per unit of round cost; a table whose replay found no set beating AR at its batch
-  (`auto_plain_ar`) runs the AR loop (the result's method is then "ar"). round_cost: a
-  budget.RoundCost (default: the built-in table for this batch, budget.default_round_cost(B)), also
-  read by ngram (its own widths' costs; when no proposal could pay at the prior counts, ngram runs
-  AR's program, every round being an AR step, and the result's method is "ar").
-  timings (benchmarks): a dict that receives "loop_s", the decode loop's wall time alone (prefill
-  excluded; both are waited for, so it costs the overlap of prefill and loop dispatch).
+  method: ar | ngram | chain | glance (decode/methods.py); or `drafter`: a (Drafter, params) pair
+  (verifying its whole tree every round) or a Plan (a drafter with a width policy). head: the block head (head.Head) for chain
+  and glance. budget: the most draft tokens a round verifies (the tree's N for glance; a chain's
+  and ngram's depth cap, at most the draft depth), or "auto" for glance-auto. At temperature 0
+  every method emits exactly the target's greedy tokens; at T > 0 the target's own sampling
+  distribution (with top_k / top_p). stop_tokens: default the target's eos ids.
   """
-  if method not in METHODS:
-    raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
-  def as_ar() -> GenerationResult:  # where every round would be an AR step: AR's own (smaller) program
-    return generate(target, inputs, method="ar", max_new_tokens=max_new_tokens, temperature=temperature,
-                    top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stop_tokens, max_length=max_length,
-                    timings=timings)
+  if isinstance(drafter, tuple):
+    d, params = drafter
+    p = Plan(d.name, d, params, Fixed(d.num_nodes), d.num_nodes)
+  else:
+    p = drafter or make_plan(target, method, head=head, budget=budget, batch=np.shape(inputs.input_ids)[0])
+  return run(target, inputs, p, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
+             top_p=top_p, stop_tokens=stop_tokens, seed=seed)
 
-  rc = None
-  if auto or method == "ngram":  # the cost table: this call's, else the built-in one for its batch
-    from glance_jax.decode import budget as budget_lib
-    rc = round_cost if round_cost is not None else budget_lib.default_round_cost(np.shape(inputs.input_ids)[0])
-  if auto and method == "glance" and rc.plain_ar and rc.force is None:
-    # the table's replay: no set of widths beats AR at its batch
-    return as_ar()
+
+def run(target, inputs, p: Plan, **kw) -> GenerationResult:
+  args, state = start(target, inputs, p, **kw)
+  return finish(p, loop(args, state))
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopArgs:
+  """Everything the jitted loop takes besides its state."""
+  target: object
+  plan: Plan
+  cfg: LoopConfig
+  stops: jax.Array
+
+
+def start(target, inputs, p: Plan, *, max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0,
+          top_p: float = 1.0, stop_tokens: Sequence[int] | None = None, seed: int = 0,
+          max_length: int | None = None) -> tuple[LoopArgs, LoopState]:
+  """Checks the request and runs the jitted prefill -> (the loop's arguments, the first state)."""
+  p.policy.check(p.drafter)
   sampling = SamplingConfig(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
-  tap_layers, mask_id = (), 0
-  if method in ("chain", "glance"):
-    if head is None:
-      raise ValueError(f"method {method!r} needs a head (--head)")
-    head.config.check_target(target.config)
-    block_size = head.config.block_size
-    tap_layers, mask_id = tuple(head.config.target_layer_ids), head.config.mask_token_id
-  if oracle_tokens is not None and method not in ("chain", "glance"):
-    raise ValueError("oracle_tokens needs a head method (chain or glance)")
-  if budget < 1:
-    raise ValueError(f"budget must be >= 1, got {budget}")
-  if method in ("chain", "ngram"):  # depth-capped chains: one compiled loop for every budget >= L
-    budget = min(int(budget), block_size - 1)
-  cost, calib, auto_set, tree_nodes = (), (), (), int(budget)
-  if auto and method != "glance":
-    raise ValueError(f"auto budgets need method glance, got {method!r}")
-  if rc is not None:
-    if auto:  # compile only the widths that could pay; the tree is the widest of them
-      auto_set = rc.auto_set(int(budget), block_size - 1)
-      cost, calib = rc.costs(auto_set), rc.knots(auto_set)
-      tree_nodes = max(auto_set) or min(w for w in budget_lib.auto_widths(int(budget)) if w)
-    else:
-      cost = rc.costs(budget_lib.ngram_widths(int(budget)), method="ngram")
-  cfg = LoopConfig(method=method, budget=tree_nodes, max_new_tokens=int(max_new_tokens), block_size=block_size,
-                   sampling=sampling, tap_layers=tap_layers, mask_token_id=mask_id,
-                   oracle=oracle_tokens is not None, auto=bool(auto), cost=cost, calib=calib,
-                   auto_set=auto_set)
-  if method == "ngram" and cost and not budget_lib.ngram_pays_at_prior(cfg.num_nodes, cfg.widths, cost,
-                                                                         cfg.max_ngram):
-    # no proposal can pay before a verify round, and only verify rounds change that: every round is
-    # an AR step, so AR's own program runs them (the result's method is then "ar")
-    return as_ar()
+  cfg = LoopConfig(max_new_tokens=int(max_new_tokens), sampling=sampling, mesh=getattr(target, "mesh", None))
   ids = np.asarray(inputs.input_ids)
-  need = cfg.slots_needed(ids.shape[1])
+  need = slots_needed(p.drafter, cfg, ids.shape[1])
   max_length = max_length or need
   if max_length < need:
     raise ValueError(f"max_length {max_length} is too small: prompt {ids.shape[1]} + max_new_tokens "
                      f"{max_new_tokens} + one round's rows need {need}")
-  stops = target.config.eos_token_ids if stop_tokens is None else tuple(stop_tokens)
-  stops_arr = jnp.asarray(list(stops) or [-1], jnp.int32)
-  pv = getattr(inputs, "pixel_values", None)
-  meta = None
-  if pv is not None:
-    meta = target.vision_arrays(np.asarray(inputs.image_grid_thw))
-    pv = jnp.asarray(pv, jnp.float32)
   target.check_inputs(inputs, _Shape(ids.shape[0], max_length))
-  # graphdefs hashed once, params flattened once (static_args: jit redoes both on every call)
-  tgd, tparams = target.jit_graphdef, target.flat_params
-  hgd, hparams = (head.jit_graphdef, head.flat_params) if cfg.uses_head else (None, None)
-  state = prefill_state(tgd, tparams, hgd, hparams, jnp.asarray(ids, jnp.int32),
-                        jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
-                        jnp.asarray(inputs.rope_delta, jnp.int32), pv, meta, stops_arr,
-                        jax.random.key(seed), _oracle_array(oracle_tokens, ids.shape[0], cfg),
-                        cfg=cfg, max_length=max_length)
-  if timings is not None:
-    import time
-    jax.block_until_ready(state)
-    t0 = time.perf_counter()
-    state = jax.block_until_ready(decode_rounds(tgd, tparams, hgd, hparams, state, stops_arr,
-                                                cfg=cfg))
-    timings["loop_s"] = time.perf_counter() - t0
-  else:
-    state = decode_rounds(tgd, tparams, hgd, hparams, state, stops_arr, cfg=cfg)
+  stops = target.config.eos_token_ids if stop_tokens is None else tuple(stop_tokens)
+  stops = jnp.asarray(list(stops) or [-1], jnp.int32)
+  state = prefill(target.jit_graphdef, target.flat_params, p.drafter, p.params, p.policy, target.prompt(inputs),
+                  jnp.asarray(inputs.rope_delta, jnp.int32), stops, jax.random.key(seed), cfg=cfg,
+                  max_length=max_length)
+  return LoopArgs(target, p, cfg, stops), state
+
+
+def loop(args: LoopArgs, state: LoopState) -> LoopState:
+  """The jitted loop of rounds (asynchronous: returns as soon as it is dispatched)."""
+  t, p = args.target, args.plan
+  return decode_rounds(t.jit_graphdef, t.flat_params, p.drafter, p.params, p.policy, state, args.stops, cfg=args.cfg)
+
+
+def finish(p: Plan, state: LoopState) -> GenerationResult:
+  """The loop's final state -> host results (waits for the loop)."""
   out, count = np.asarray(state.out), np.asarray(state.count)
-  rec_a, rec_h = np.asarray(state.rec_accepted), np.asarray(state.rec_entropy)
-  live = [rec_a[b] >= 0 for b in range(ids.shape[0])]
-  pred, obs = np.asarray(state.rec_pred), np.asarray(state.rec_obs)
-  return GenerationResult(tokens=[out[b, : count[b]] for b in range(ids.shape[0])],
-                          accepted=[rec_a[b][live[b]] for b in range(ids.shape[0])],
-                          root_entropy=[rec_h[b][live[b]] for b in range(ids.shape[0])],
-                          method=method, budget=int(budget), draft_passes_per_round=draft_passes(cfg),
-                          widths=np.asarray(state.rec_width)[: int(state.rounds)],
-                          predicted=[pred[b][live[b]] for b in range(ids.shape[0])],
-                          observed=[obs[b][live[b]] for b in range(ids.shape[0])],
-                          record_widths=cfg.record_widths)
-
-
-def _oracle_array(tokens, batch: int, cfg: LoopConfig) -> jax.Array:
-  if tokens is None:
-    return jnp.zeros((batch, 0), jnp.int32)
-  tokens = np.asarray(tokens, np.int32)
-  if tokens.ndim != 2 or tokens.shape[0] != batch:
-    raise ValueError(f"oracle_tokens must be [batch={batch}, length], got shape {tokens.shape}")
-  pad = cfg.max_new_tokens + cfg.block_size - tokens.shape[1]
-  return jnp.asarray(np.pad(tokens, ((0, 0), (0, max(pad, 0))), constant_values=0))
+  acc, ent = np.asarray(state.accepted), np.asarray(state.root_entropy)
+  b = out.shape[0]
+  live = [acc[i] >= 0 for i in range(b)]
+  rec = p.policy.records(state.policy)
+  per_row = lambda x: [x[i][live[i]] for i in range(b)] if x is not None else None  # noqa: E731
+  return GenerationResult(tokens=[out[i, : count[i]] for i in range(b)], accepted=per_row(acc),
+                          root_entropy=per_row(ent), method=p.method, budget=p.budget,
+                          num_nodes=p.drafter.num_nodes, draft_passes_per_round=p.drafter.passes,
+                          widths=np.asarray(state.width)[: int(state.rounds)],
+                          predicted=per_row(rec.get("predicted")), observed=per_row(rec.get("observed")),
+                          record_widths=tuple(p.policy.record_widths))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The target's own choice at a verified row: argmax at temperature 0, else one sample from the
 target's distribution after temperature, top-k and top-p. Each tree row gets an independent draw,
-which is what makes the tree walk lossless at T > 0 (every committed token is a target sample given
-its committed prefix; spec_decoding_notes.md section 5a)."""
+which is what makes the tree walk lossless at T > 0: a node is accepted iff its token equals the
+sample drawn at its parent's row, so every committed token is a draw from the target's distribution
+given its committed prefix, whatever the draft (the chi-square test in tests/test_decode_sampling.py)."""
 
 from __future__ import annotations
 

@@ -23,6 +23,30 @@ class DraftTree:
   ancestor_mask: jax.Array  # bool  [B, R, R], row/col 0 = root
 
 
+def empty_tree(batch: int) -> DraftTree:
+  """No draft (ar, or a round that verifies the root alone)."""
+  z = jnp.zeros((batch, 0), jnp.int32)
+  return DraftTree(z, z, z, jnp.zeros((batch, 0), bool), jnp.ones((batch, 1, 1), bool))
+
+
+def chain_from_tokens(tokens: jax.Array, valid: jax.Array) -> DraftTree:
+  """tokens / valid [B, n] -> a width-1 tree (valid must be a prefix): node i's parent is node i-1."""
+  b, n = tokens.shape
+  parents = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32) - 1, (b, n))
+  depths = jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.int32), (b, n))
+  mask = jnp.broadcast_to(jnp.tril(jnp.ones((n + 1, n + 1), bool)), (b, n + 1, n + 1))
+  return DraftTree(tokens.astype(jnp.int32), parents, depths, valid, mask)
+
+
+def first_nodes(tree: DraftTree, w: int) -> DraftTree:
+  """The first w nodes (static w) as a tree of their own: a chain's prefix, or the top-w tree of a
+  score-ordered build_tree (every prefix of its nodes is prefix-closed)."""
+  if w == tree.tokens.shape[1]:
+    return tree
+  return DraftTree(tree.tokens[:, :w], tree.parents[:, :w], tree.depths[:, :w], tree.valid[:, :w],
+                   tree.ancestor_mask[:, : w + 1, : w + 1])
+
+
 @flax.struct.dataclass
 class WalkResult:
   accepted: jax.Array       # int32 [B]: A, accepted draft tokens

@@ -15,7 +15,6 @@ import os
 import pathlib
 import uuid
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -25,9 +24,8 @@ from glance_jax import sharding as shd
 from glance_jax.config import ConfigError, Qwen3VLConfig
 from glance_jax.head.config import HeadConfig
 from glance_jax.head.model import abstract_head
-from glance_jax.io import CheckpointError, check_keys, index_checkpoint, load_tensors, save_tensors
-from glance_jax.io import resolve_checkpoint_dir
-from glance_jax.qwen3_vl.weights import expected_keys, fill_state, key_of, state_tensors
+from glance_jax.io import CheckpointError, check_keys, index_checkpoint, resolve_checkpoint_dir, save_tensors
+from glance_jax.qwen3_vl.weights import expected_keys, load_state, state_tensors
 
 logger = logging.getLogger(__name__)
 
@@ -71,15 +69,7 @@ def _load_arrays(root: pathlib.Path, cfg: HeadConfig, *, dtype, mesh: Mesh | Non
   if fc is not None and len(fc.shape) == 2 and fc.shape[1] != cfg.fc_in_features:
     raise CheckpointError(f"{root}: 'fc.weight' takes {fc.shape[1]} input features but the config "
                           f"expects {cfg.num_taps} taps x {cfg.target_hidden_size} = {cfg.fc_in_features}")
-  check_keys({k: e.shape for k, e in entries.items()}, expected_keys(abstract), where=str(root))
-  targets = {key_of(p): jax.ShapeDtypeStruct(v.get_value().shape, dtype)
-             for p, v in nnx.to_flat_state(abstract)}
-  shardings = None
-  if mesh is not None:
-    sh = shd.state_shardings(abstract, mesh, rules)
-    shardings = {key_of(p): s for p, s in nnx.to_flat_state(sh)}
-  arrays = load_tensors(entries, targets, shardings=shardings)
-  return graphdef, fill_state(abstract, arrays)
+  return graphdef, load_state(abstract, entries, where=str(root), dtype=dtype, mesh=mesh, rules=rules)
 
 
 def load_head(path_or_repo_id: str | os.PathLike, *, dtype=jnp.bfloat16, mesh: Mesh | None = None,

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from glance_jax.qwen3_vl.cache import KVCache, causal_block_mask
+from glance_jax.qwen3_vl.cache import KVCache
+from glance_jax.qwen3_vl.prompt import Prompt
 from glance_jax.static_args import merge
 
 
@@ -46,20 +47,13 @@ def last_rows(h: jax.Array, lengths: jax.Array) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "tap_layers", "logits_at"),
                    donate_argnames=("cache",))
-def prefill(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, input_ids: jax.Array,
-            attention_mask: jax.Array, positions: jax.Array, pixel_values: jax.Array | None = None,
-            vision_meta: dict[str, jax.Array] | None = None, *, tap_layers: tuple[int, ...] = (),
-            logits_at: str = "all") -> Output:
-  """Prompt (right-padded) with images. input_ids [B,S], attention_mask bool [B,S],
-  positions [3,B,S]. Advances cache.length by each row's valid length."""
+def prefill(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, prompt: Prompt, *,
+            tap_layers: tuple[int, ...] = (), logits_at: str = "all") -> Output:
+  """Prompt (right-padded, with its images) -> logits, taps, and the cache advanced by each row's
+  valid length."""
   model = merge(graphdef, params)
-  image_embeds = deepstack = None
-  if pixel_values is not None:
-    image_embeds, deepstack = model.encode_images(pixel_values, vision_meta)
-  valid = attention_mask.astype(bool)
-  h, cache, taps = model(input_ids, positions, cache, causal_block_mask(valid),
-                         image_embeds=image_embeds, deepstack=deepstack, tap_layers=tap_layers)
-  lengths = jnp.sum(valid, axis=1).astype(jnp.int32)
+  h, cache, taps = model.forward_prompt(prompt, cache, tap_layers=tap_layers)
+  lengths = prompt.lengths
   if logits_at == "last":
     h = last_rows(h, lengths)
   elif logits_at != "all":

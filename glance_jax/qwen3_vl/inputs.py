@@ -3,7 +3,8 @@
 Mirrors what transformers' `Qwen3VLProcessor` + `apply_chat_template` + `get_rope_index` produce: the
 prompt is rendered with the checkpoint's chat template (images before the text in one user turn), each
 `<|image_pad|>` is expanded to t*h*w // merge**2 copies, rows are right-padded, and positions follow
-qwen3_vl.md section 4.
+transformers' `Qwen3VLModel.get_rope_index` (qwen3_vl/positions.py: text runs count up on all three
+axes, an image's tokens take (t, h, w) grid positions after the text before it).
 """
 
 from __future__ import annotations

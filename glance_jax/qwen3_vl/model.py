@@ -15,6 +15,7 @@ from glance_jax import sharding as shd
 from glance_jax.config import Qwen3VLConfig
 from glance_jax.qwen3_vl.cache import KVCache, attention_mask
 from glance_jax.qwen3_vl.layers import Linear, matmul_t
+from glance_jax.qwen3_vl.prompt import PromptForward
 from glance_jax.qwen3_vl.text import TextModel
 from glance_jax.qwen3_vl.vision import VisionModel
 
@@ -34,7 +35,7 @@ def scatter_visual(ids_mask: jax.Array, rows: jax.Array) -> jax.Array:
   return out.reshape(ids_mask.shape + (rows.shape[-1],))
 
 
-class Qwen3VL(nnx.Module):
+class Qwen3VL(PromptForward, nnx.Module):
   """The frozen target. Functional use: split once, merge inside every jitted entry point."""
 
   def __init__(self, cfg: Qwen3VLConfig, *, dtype=jnp.float32, rngs: nnx.Rngs):

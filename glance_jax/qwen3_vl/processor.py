@@ -1,6 +1,6 @@
 """Qwen3-VL image preprocessing in numpy + PIL, bit-exact with transformers' `Qwen2VLImageProcessorPil`.
 
-Pipeline per image (qwen3_vl.md section 6): RGB uint8 -> smart_resize to multiples of patch*merge (PIL
+Pipeline per image (transformers' `Qwen2VLImageProcessorPil.preprocess`): RGB uint8 -> smart_resize to multiples of patch*merge (PIL
 bicubic) -> x * (1/255) in float64, cast to float32 -> (x - mean) / std in float32 -> patches in 2x2
 merge-block order, each patch duplicated over the temporal axis. The torchvision ("Fast") backend gives
 slightly different pixels; we follow the PIL backend, which is what transformers uses without torchvision.

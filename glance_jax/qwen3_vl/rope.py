@@ -1,6 +1,6 @@
 """Rotary embeddings: the text decoder's interleaved MRoPE and the vision tower's 2-D axial rope.
 
-The two follow different dtype paths in transformers, and the port keeps both (qwen3_vl.md, trap 7):
+The two follow different dtype paths in transformers, and the port keeps both (a bf16 parity trap):
 text cos/sin are cast to the activation dtype and the rotation runs in that dtype; the vision
 rotation upcasts q/k to fp32, rotates, and casts back.
 """

@@ -20,12 +20,13 @@ from jax.sharding import Mesh, NamedSharding
 
 from glance_jax import sharding as shd
 from glance_jax.config import Qwen3VLConfig
-from glance_jax.io import check_keys, index_checkpoint, load_tensors, resolve_checkpoint_dir
+from glance_jax.io import index_checkpoint, resolve_checkpoint_dir
 from glance_jax.qwen3_vl import engine
 from glance_jax.qwen3_vl.cache import KVCache, init_cache
+from glance_jax.qwen3_vl.prompt import Prompt
 from glance_jax.qwen3_vl.vision_meta import vision_meta
-from glance_jax.qwen3_vl.weights import abstract_model, drop_tied, expected_keys, fill_state, key_of
-from glance_jax.static_args import FlatState, Hashed
+from glance_jax.qwen3_vl.weights import abstract_model, drop_tied, load_state
+from glance_jax.static_args import JitArgs
 
 
 class InputError(ValueError):
@@ -43,24 +44,14 @@ def _vision_arrays(grid: bytes, shape: tuple, num_position_embeddings: int, spat
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Target:
+class Target(JitArgs):
+  """The frozen target: config, graphdef and params (jit arguments: `jit_graphdef`, `flat_params`)."""
   config: Qwen3VLConfig
   graphdef: nnx.GraphDef
   params: nnx.State
   dtype: Any = jnp.float32
   mesh: Mesh | None = None
   path: pathlib.Path | None = None    # checkpoint directory (tokenizer, processor config)
-
-  @functools.cached_property
-  def jit_graphdef(self) -> Hashed:
-    """graphdef as a jit static argument, hashed once (static_args.Hashed)."""
-    return Hashed(self.graphdef)
-
-  @functools.cached_property
-  def flat_params(self) -> FlatState:
-    """params flattened once, for jit calls (static_args.FlatState: ~70 us less per call). Like the
-    rest of a Target, params are not updated in place: new weights make a new Target (`shard`)."""
-    return FlatState.of(self.params)
 
   # --- construction --------------------------------------------------------------------------
 
@@ -124,18 +115,23 @@ class Target:
 
   # --- jitted entry points -------------------------------------------------------------------
 
-  def prefill(self, inputs, cache: KVCache, *, tap_layers: Sequence[int] = (),
-              logits_at: str = "all") -> engine.Output:
-    """inputs: anything with input_ids, attention_mask, positions (and pixel_values, image_grid_thw)."""
-    self.check_inputs(inputs, cache)
+  def prompt(self, inputs) -> Prompt:
+    """Host inputs (ModelInputs, or anything with input_ids, attention_mask, positions and optional
+    pixel_values / image_grid_thw) -> the device Prompt, its vision tables built (memoised per grid)."""
     pv = getattr(inputs, "pixel_values", None)
     meta = None
     if pv is not None:
       meta = self.vision_arrays(np.asarray(inputs.image_grid_thw))
       pv = jnp.asarray(pv, jnp.float32)
-    return engine.prefill(self.jit_graphdef, self.flat_params, cache, jnp.asarray(inputs.input_ids, jnp.int32),
-                          jnp.asarray(inputs.attention_mask, bool), jnp.asarray(inputs.positions, jnp.int32),
-                          pv, meta, tap_layers=tuple(tap_layers), logits_at=logits_at)
+    return Prompt(jnp.asarray(inputs.input_ids, jnp.int32), jnp.asarray(inputs.attention_mask, bool),
+                  jnp.asarray(inputs.positions, jnp.int32), pv, meta)
+
+  def prefill(self, inputs, cache: KVCache, *, tap_layers: Sequence[int] = (),
+              logits_at: str = "all") -> engine.Output:
+    """inputs: anything with input_ids, attention_mask, positions (and pixel_values, image_grid_thw)."""
+    self.check_inputs(inputs, cache)
+    return engine.prefill(self.jit_graphdef, self.flat_params, cache, self.prompt(inputs),
+                          tap_layers=tuple(tap_layers), logits_at=logits_at)
 
   def decode(self, tokens, cache: KVCache, rope_delta, *, tap_layers: Sequence[int] = ()) -> engine.Output:
     return engine.decode_step(self.jit_graphdef, self.flat_params, cache, jnp.asarray(tokens, jnp.int32),
@@ -176,12 +172,5 @@ def load_target(path_or_repo_id: str | pathlib.Path, *, dtype=jnp.bfloat16, mesh
   cfg = Qwen3VLConfig.from_json_file(root / "config.json")
   graphdef, abstract = abstract_model(cfg, dtype)
   entries = drop_tied(cfg, index_checkpoint(root))
-  want = expected_keys(abstract)
-  check_keys({k: e.shape for k, e in entries.items()}, want, where=str(root))
-  targets = {key_of(p): jax.ShapeDtypeStruct(v.get_value().shape, dtype) for p, v in nnx.to_flat_state(abstract)}
-  shardings = None
-  if mesh is not None:
-    sh = shd.state_shardings(abstract, mesh, rules)
-    shardings = {key_of(p): s for p, s in nnx.to_flat_state(sh)}
-  arrays = load_tensors(entries, targets, shardings=shardings, progress=progress)
-  return Target(cfg, graphdef, fill_state(abstract, arrays), dtype, mesh, root)
+  params = load_state(abstract, entries, where=str(root), dtype=dtype, mesh=mesh, rules=rules, progress=progress)
+  return Target(cfg, graphdef, params, dtype, mesh, root)

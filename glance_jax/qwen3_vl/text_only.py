@@ -17,10 +17,11 @@ from glance_jax import sharding as shd
 from glance_jax.config import Qwen3VLConfig
 from glance_jax.qwen3_vl.cache import KVCache, attention_mask
 from glance_jax.qwen3_vl.layers import Linear, matmul_t
+from glance_jax.qwen3_vl.prompt import PromptForward
 from glance_jax.qwen3_vl.text import TextModel
 
 
-class Qwen3ForCausalLM(nnx.Module):
+class Qwen3ForCausalLM(PromptForward, nnx.Module):
   """Same interface as `Qwen3VL` (embed, logits, __call__), for configs with `vision=None`."""
 
   def __init__(self, cfg: Qwen3VLConfig, *, dtype=jnp.float32, rngs: nnx.Rngs):

@@ -1,7 +1,7 @@
 """Host-side (numpy) tables the vision tower needs, derived from `grid_thw` alone.
 
 Computing these on the host keeps the jitted tower free of data-dependent shapes: it only sees
-arrays of length N (patches). Every table is in the processor's 2x2 merge-block order (trap 5):
+arrays of length N (patches). Every table is in the processor's 2x2 merge-block order (as the processor emits patches, not raster order):
 for each image, for t, for each merged (row, col) block in raster order, its 2x2 patches.
 """
 

@@ -50,6 +50,23 @@ def fill_state(state: nnx.State, arrays: Mapping[str, jax.Array]) -> nnx.State:
   return nnx.from_flat_state(flat)
 
 
+def load_state(abstract: nnx.State, entries: Mapping[str, Any], *, where: str, dtype, mesh=None,
+               rules=None, progress: bool = False) -> nnx.State:
+  """A checkpoint's tensors (io.index_checkpoint entries) into `abstract`'s tree: every key and shape
+  checked against the abstract model before any tensor data is read (all problems in one error
+  naming `where`), then one tensor at a time read straight into its sharding on `mesh` (the
+  logical-axis rules) in `dtype`. The load of a target and of a head alike."""
+  from glance_jax import sharding as shd
+  from glance_jax.io import check_keys, load_tensors
+  check_keys({k: e.shape for k, e in entries.items()}, expected_keys(abstract), where=where)
+  targets = {key_of(p): jax.ShapeDtypeStruct(v.get_value().shape, dtype) for p, v in nnx.to_flat_state(abstract)}
+  shardings = None
+  if mesh is not None:
+    sh = shd.state_shardings(abstract, mesh, rules or shd.DEFAULT_RULES)
+    shardings = {key_of(p): s for p, s in nnx.to_flat_state(sh)}
+  return fill_state(abstract, load_tensors(entries, targets, shardings=shardings, progress=progress))
+
+
 def drop_tied(cfg: Qwen3VLConfig, keys: Mapping[str, Any]) -> dict[str, Any]:
   """A tied model has no lm_head parameter; HF's state_dict (not its saved file) still lists it."""
   return {k: v for k, v in keys.items() if not (cfg.tie_word_embeddings and k == "lm_head.weight")}

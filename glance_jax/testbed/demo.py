@@ -30,7 +30,8 @@ def _timed(fn, repeats: int):
 def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_TASK,
              max_new_tokens: int = MAX_NEW_TOKENS, repeats: int = 3, print_fn=print) -> list[dict]:
   from glance_jax.data.records import read_task_file
-  from glance_jax.decode.generate import Head, generate
+  from glance_jax.decode.generate import generate
+  from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.testbed import paths

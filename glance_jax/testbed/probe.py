@@ -45,7 +45,6 @@ def token_entropies(target, processor, task: str, indices, *, batch: int = 8, su
   """Per held-out record of `suite` (a suite module; default: the shipped version's): per answer token (and the final
   <|im_end|>) its kind, the target's entropy H (nats) before it, and whether the target's argmax
   is the token."""
-  from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
   from glance_jax.testbed.target_train import ExampleMaker
   from glance_jax.train.batch import collate
 
@@ -57,10 +56,7 @@ def token_entropies(target, processor, task: str, indices, *, batch: int = 8, su
   @jax.jit
   def forward(params, b):
     model = nnx.merge(target.graphdef, params)
-    cache = init_cache(model.cfg.text, *b.input_ids.shape)
-    image_embeds, deepstack = model.encode_images(b.pixel_values, b.vision_meta)
-    h, _, _ = model(b.input_ids, b.positions, cache, causal_block_mask(b.attention_mask),
-                    image_embeds=image_embeds, deepstack=deepstack)
+    h, _, _ = model.forward_prompt(b.prompt)
     logp = jax.nn.log_softmax(model.logits(h[:, :-1]).astype(jnp.float32), -1)
     return -(jnp.exp(logp) * logp).sum(-1), jnp.argmax(logp, -1) == b.input_ids[:, 1:]
 

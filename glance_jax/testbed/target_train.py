@@ -28,7 +28,6 @@ import optax
 from flax import nnx
 
 from glance_jax.config import Qwen3VLConfig, tiny_config
-from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
 from glance_jax.testbed import suites
 from glance_jax.train.batch import Example, TrainBatch, collate
 
@@ -116,10 +115,7 @@ def make_batch(step: int, cfg: TargetTrainConfig, maker: ExampleMaker, model_cfg
 
 def loss_fn(model, batch: TrainBatch):
   """Mean next-token CE over answer tokens; also the token accuracy. Shapes: ids [B,S]."""
-  cache = init_cache(model.cfg.text, *batch.input_ids.shape)  # a throwaway S-slot cache
-  image_embeds, deepstack = model.encode_images(batch.pixel_values, batch.vision_meta)
-  h, _, _ = model(batch.input_ids, batch.positions, cache, causal_block_mask(batch.attention_mask),
-                  image_embeds=image_embeds, deepstack=deepstack)
+  h, _, _ = model.forward_prompt(batch.prompt)                      # a throwaway S-slot cache
   logits = model.logits(h[:, :-1])                                   # [B, S-1, V]
   labels, mask = batch.input_ids[:, 1:], batch.loss_mask[:, 1:]
   ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)

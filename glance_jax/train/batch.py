@@ -29,6 +29,7 @@ from jax.sharding import Mesh, NamedSharding
 from glance_jax import sharding as shd
 from glance_jax.config import Qwen3VLConfig
 from glance_jax.qwen3_vl.positions import get_rope_index
+from glance_jax.qwen3_vl.prompt import Prompt
 from glance_jax.qwen3_vl.vision_meta import vision_meta
 
 
@@ -69,6 +70,11 @@ class TrainBatch:
       return None
     return dict(pos_index=self.pos_index, pos_weight=self.pos_weight, rows_cols=self.rows_cols,
                 segment=self.segment)
+
+  @property
+  def prompt(self) -> Prompt:
+    """The sequences as the target's prompt forward reads them (qwen3_vl.prompt.Prompt)."""
+    return Prompt(self.input_ids, self.attention_mask, self.positions, self.pixel_values, self.vision_meta)
 
 
 def collate(examples: Sequence[Example], cfg: Qwen3VLConfig, *, seq_len: int,

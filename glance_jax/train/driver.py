@@ -153,7 +153,7 @@ def _scalars(metrics: dict) -> dict:
 
 def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
   """Runs (or resumes) training to the end; returns a summary. Every process calls it."""
-  from glance_jax.decode.generate import Head
+  from glance_jax.head import Head
   from glance_jax.head import HeadConfig, init_head, save_head
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.processor import ImageProcessor

@@ -33,7 +33,6 @@ import numpy as np
 
 from glance_jax import sharding as shd
 from glance_jax.head.model import BlockHead, block_mask
-from glance_jax.qwen3_vl.cache import causal_block_mask, init_cache
 from glance_jax.qwen3_vl.layers import matmul_t
 from glance_jax.train.batch import TrainBatch
 
@@ -153,12 +152,7 @@ def target_features(target, batch: TrainBatch, tap_layers: Sequence[int], pin=_n
   bad = [i for i in tap_layers if not 0 <= i < t.num_hidden_layers]
   if bad:
     raise ValueError(f"tap layers {bad} outside the target's {t.num_hidden_layers} layers")
-  cache = init_cache(t, *batch.input_ids.shape, target.embed_weight.dtype)
-  image_embeds = deepstack = None
-  if batch.pixel_values is not None:
-    image_embeds, deepstack = target.encode_images(batch.pixel_values, batch.vision_meta)
-  _, _, taps = target(batch.input_ids, batch.positions, cache, causal_block_mask(batch.attention_mask),
-                      image_embeds=image_embeds, deepstack=deepstack, tap_layers=tap_layers)
+  _, _, taps = target.forward_prompt(batch.prompt, tap_layers=tap_layers)
   feats = jnp.concatenate([pin(taps[i], shd.BATCH, shd.LENGTH, None) for i in tap_layers], axis=-1)
   return jax.lax.stop_gradient(pin(feats, shd.BATCH, shd.LENGTH, None))
 

@@ -91,7 +91,6 @@ def regenerate(target, processor, records: Iterable, out_path: str | os.PathLike
   Prompts are right-padded to a multiple of `length_multiple` so that batches share compiled
   shapes. `stop_after_batches` exists for crash tests.
   """
-  from glance_jax.decode.generate import generate
   from glance_jax.qwen3_vl.inputs import prepare_inputs
   out_path = pathlib.Path(out_path)
   out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,10 +107,10 @@ def regenerate(target, processor, records: Iterable, out_path: str | os.PathLike
       chunk = todo[i: i + batch_size]
       inputs = _pad_inputs(prepare_inputs(processor, [r.prompt for r in chunk],
                                           [list(r.images) for r in chunk]), length_multiple, processor)
-      res = generate(target, inputs, method="ar", max_new_tokens=max_new_tokens)
+      out, counts = target.generate_greedy(inputs, max_new_tokens)   # the target's own greedy decoding
       stops = set(target.config.eos_token_ids)
-      for r, row_ids, n, toks in zip(chunk, inputs.input_ids, inputs.lengths, res.tokens):
-        toks = [int(t) for t in toks]
+      for r, row_ids, n, toks, k in zip(chunk, inputs.input_ids, inputs.lengths, out, counts):
+        toks = [int(t) for t in toks[:k]]
         f.write(json.dumps({
             "id": r.id, "task": r.task, "split": r.split, "prompt": r.prompt, "images": list(r.images),
             "prompt_ids": [int(t) for t in row_ids[:n]], "response_ids": toks,

@@ -14,7 +14,7 @@ import sys
 import time
 
 from glance_jax.config import DTYPES
-from glance_jax.decode.loop import METHODS
+from glance_jax.decode.methods import METHODS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -23,11 +23,12 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--head", help="DFlash-format head directory (default with no --model: a random head)")
   p.add_argument("--image", action="append", default=[], help="image path (repeatable, in prompt order)")
   p.add_argument("--prompt", default=None, help="user prompt text")
-  p.add_argument("--method", choices=METHODS, default="glance")
-  p.add_argument("--budget", type=_budget, default=63, help="tree nodes N (glance), or auto (glance-auto: the "
-                 "verify width chosen per round by the cost table); draft depth cap (chain, ngram)")
+  p.add_argument("--method", choices=tuple(METHODS), default="glance")
+  p.add_argument("--budget", type=_budget, default=63, help="the most draft tokens a round verifies: tree nodes N "
+                 "(glance), draft depth cap (chain, ngram); or auto (glance-auto: the verify width chosen per round "
+                 "by the cost table)")
   p.add_argument("--round-cost", help="cost table JSON for --budget auto and ngram (python -m "
-                 "glance_jax.decode.calibrate; default: the built-in table for the call's batch)")
+                 "glance_jax.bench.calibrate; default: the built-in table for the call's batch)")
   p.add_argument("--max-new-tokens", type=int, default=64)
   p.add_argument("--temperature", type=float, default=0.0)
   p.add_argument("--top-k", type=int, default=0)
@@ -52,20 +53,18 @@ def _budget(text: str):
 def run(args) -> dict:
   from glance_jax import demo
   from glance_jax.data.records import read_task_file
-  from glance_jax.decode.generate import Head, generate
+  from glance_jax.bench.engine import generate
+  from glance_jax.head import Head
   from glance_jax.testbed import paths as testbed
   from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.sharding import make_mesh
 
-  auto = args.budget == "auto"
-  if auto and args.method != "glance":
-    raise ValueError(f"--budget auto needs --method glance, got {args.method!r}")
-  if not auto and args.budget < 1:
-    raise ValueError(f"--budget must be >= 1, got {args.budget}")
+  from glance_jax.decode.methods import check_budget
+  auto = check_budget(args.budget, args.method, names=("--budget", "--method")) == "auto"
   round_cost = None
   if args.round_cost:
-    from glance_jax.decode.budget import read_round_cost
+    from glance_jax.decode.policies import read_round_cost
     round_cost = read_round_cost(args.round_cost)
   if args.temperature < 0:
     raise ValueError(f"--temperature must be >= 0, got {args.temperature}")
@@ -95,8 +94,8 @@ def run(args) -> dict:
       raise ValueError(f"--method {args.method} needs --head with --model (or use --method ar / ngram)")
     else:
       head = Head.random(target, seed=0, num_layers=2)
-  kw = dict(head=head, method=args.method, budget=63 if auto else args.budget, max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed, auto=auto,
+  kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
             round_cost=round_cost)
   generate(target, inputs, **kw)  # compile (one trace per method, budget and shapes)
   t0 = time.perf_counter()

@@ -1,5 +1,5 @@
-"""Which widths glance-auto compiles: its policy replayed on calibration rounds (decode/calibrate.py,
-module doc 3.). Pure numpy on recorded rounds; the loop's own choice is budget.best_width, and
+"""Which widths glance-auto compiles: its policy replayed on calibration rounds (bench/calibrate.py,
+module doc 3.). Pure numpy on recorded rounds; the loop's own choice is policies.best_width, and
 tests/test_calibrate.py checks the replay picks what it picks, at batch 1 and at batch B.
 
 A wider compiled set lets the policy choose a wide tree on the rounds that pay for it, but every round
@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from glance_jax.decode.isotonic import apply
+from glance_jax.analysis.isotonic import apply
 
 
 def candidate_sets(widths: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -51,7 +51,7 @@ def round_records(results) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
 
 def replay_policy(pred: np.ndarray, obs: np.ndarray, record_widths: tuple[int, ...], costs: dict[int, float],
                   knots: dict[int, tuple] | tuple = ()) -> dict:
-  """glance-auto's choice (budget.best_width: one width per round for the whole batch) replayed on
+  """glance-auto's choice (policies.best_width: one width per round for the whole batch) replayed on
   recorded rounds, for the compiled set `costs` (width -> t_S(w) / t_AR at this batch; width 0 = an
   AR step after the draft, no draft rows). pred / obs [n, B, P] (or [n, P] for batch 1; obs -1 =
   row done). knots: width -> (predicted, observed) calibration (or one pair for every width; () = raw).

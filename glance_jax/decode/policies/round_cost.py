@@ -1,30 +1,13 @@
-"""How many draft rows a round verifies: the static widths a loop compiles and the per-round choice.
+"""Round-cost tables: t(w) / t_AR per verify width, measured on one device, target, batch and context.
 
-Every round drafts at its widest width W, then verifies only the first w nodes for one w among a few
-static widths (a `lax.switch`, chosen per round for the whole batch); w = 0 is a plain AR step (the
-root alone, no walk). The first w nodes are always a valid draft: an n-gram proposal is a chain, and
-the tree builder emits nodes in score order with every prefix prefix-closed (decode/tree.py), so the
-first w nodes are the top-w tree. Whatever w is chosen, the target's own tokens are emitted
-(lossless); only the speed changes.
+glance-auto and ngram's cost gate (decode/policies) choose widths with them; bench/calibrate.py
+measures them in the real loop and fits the E[A] calibration stored beside them. The built-in
+tables (this folder's round_cost_default*.json) were measured on the testbed's CPU, one per batch.
 
-  ngram   the width w maximising (1 + E[A](w)) / t_ngram(w) over the live rows: a row's proposal
-          (length k, from a suffix match of length n) is expected to accept sum_{i <= min(w, k)} q^i
-          tokens, q = the row's running per-token acceptance of its past n-gram-length-n proposals
-          (decayed counts, a prior of 1/2; ngram_update). So a round verifies draft rows only when
-          they are expected to pay for their rows, else it is an AR step (w = 0: no match, or matches
-          that have not been accepted). Without a cost table (LoopConfig(cost=()), tests): the
-          smallest width holding the longest proposal.
-  auto    (glance, `--budgets auto`) the width w maximising (1 + E[A](w)) / t(w): E[A](w) is the
-          expected accepted length of the top-w tree, sum of exp(score) over its nodes under the
-          factorised draft, mapped through a calibration measured on bench records (predicted ->
-          observed accepted length); t(w) the measured round cost at width w (decode/calibrate.py),
-          the loop's whole round: draft, the tree the loop builds, verify, walk, commit.
-          The widths it compiles come from the cost table (RoundCost.auto_set): its 'auto_set' key,
-          written by decode/calibrate.py after replaying this policy on calibration rounds for
-          every subset of the paying widths, each timed in its own loop (a wider tree is paid for
-          in every round, used or not); without that key, the widths at which a round could beat an
-          AR step at all (1 + min(w, L) tokens > t(w) AR steps). The tree built per round is the
-          widest compiled width, so a width that never pays is never drafted or built.
+Width sets: ngram compiles NGRAM_WIDTHS plus its depth; glance-auto chooses among AUTO_WIDTHS plus
+its budget (the widest tree), and compiles the table's 'auto_set' (chosen by bench/calibrate.py
+replaying the policy on calibration rounds for every subset of the paying widths), else the widths
+at which a round could beat an AR step at all (1 + min(w, L) tokens > t(w) AR steps).
 """
 
 from __future__ import annotations
@@ -34,8 +17,6 @@ import functools
 import math
 import pathlib
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from glance_jax.config import read_json
@@ -63,121 +44,6 @@ def paying_widths(cost: dict[int, float], depth: int) -> tuple[int, ...]:
   return keep or (max(best, key=lambda w: (best[w], -w)),)
 
 
-def smallest_width_holding(need: jax.Array, widths: tuple[int, ...]) -> jax.Array:
-  """need int32 [] -> index of the smallest width >= need (the last when none is)."""
-  w = jnp.asarray(widths, jnp.int32)
-  return jnp.minimum(jnp.sum(w < need), len(widths) - 1).astype(jnp.int32)
-
-
-NGRAM_PRIOR = (1.0, 2.0)      # (accepted, trials) a row starts with, per match length: q = 1/2
-NGRAM_DECAY = 0.9             # weight of the past per update: the estimate follows the text
-
-
-def ngram_prior(batch: int, max_ngram: int) -> jax.Array:
-  """float32 [B, max_ngram, 2]: (accepted, trials) per match length n = 1..max_ngram."""
-  return jnp.broadcast_to(jnp.asarray(NGRAM_PRIOR, jnp.float32), (batch, max_ngram, 2))
-
-
-def ngram_width(stats: jax.Array, match_n: jax.Array, k: jax.Array, live: jax.Array,
-                widths: tuple[int, ...], cost: tuple[float, ...]) -> jax.Array:
-  """Index into widths maximising sum_rows (1 + E[A](w)) / t(w) for n-gram proposals.
-
-  stats [B, M, 2] (ngram_prior); match_n int32 [B] (0 = no proposal); k int32 [B] proposal lengths."""
-  m = stats.shape[1]
-  row = jnp.take_along_axis(stats, jnp.clip(match_n - 1, 0, m - 1)[:, None, None], axis=1)[:, 0]  # [B, 2]
-  q = jnp.where(match_n > 0, row[:, 0] / jnp.maximum(row[:, 1], 1e-6), 0.0)
-  i = jnp.arange(1, max(widths) + 1)                                      # [D]
-  terms = jnp.where(i[None] <= k[:, None], q[:, None] ** i[None], 0.0)    # [B, D]
-  cum = jnp.pad(jnp.cumsum(terms, axis=1), ((0, 0), (1, 0)))              # cum[:, w] = E[A](w)
-  ea = cum[:, jnp.asarray(widths)]                                        # [B, nw]
-  tokens = jnp.sum(jnp.where(live[:, None], 1.0 + ea, 0.0), axis=0)
-  return jnp.argmax(tokens / jnp.asarray(cost, jnp.float32)).astype(jnp.int32)
-
-
-def ngram_can_pay(stats: jax.Array, live: jax.Array, depth: int, widths: tuple[int, ...],
-                  cost: tuple[float, ...]) -> jax.Array:
-  """bool []: could any proposal pay this round? The choice with every live row holding a full-depth
-  proposal from its best match length (E[A] grows with q and k, so this bounds every real lookup).
-  The counts change only on verify rounds, so while it is False every round is an AR step."""
-  q = stats[..., 0] / jnp.maximum(stats[..., 1], 1e-6)                  # [B, M]
-  best_n = (jnp.argmax(q, axis=1) + 1).astype(jnp.int32)
-  k = jnp.full(live.shape, depth, jnp.int32)
-  return ngram_width(stats, best_n, k, live, widths, cost) != 0
-
-
-@functools.lru_cache(maxsize=64)
-def ngram_pays_at_prior(depth: int, widths: tuple[int, ...], cost: tuple[float, ...], max_ngram: int) -> bool:
-  """Could any n-gram proposal pay before the first verify round (ngram_can_pay on ngram_prior)?
-  The counts change only on verify rounds, so when this is False every round of the generation is
-  an AR step: generate() then runs AR's own program instead of ngram's larger one (which costs 3-5%
-  more per call on the testbed CPU for the same AR steps). Every row starts from the same prior, so
-  one row decides for any batch. Cached: generate() asks on every call."""
-  prior = ngram_prior(1, max_ngram)
-  return bool(ngram_can_pay(prior, jnp.ones((1,), bool), depth, tuple(widths), tuple(cost)))
-
-
-def ngram_update(stats: jax.Array, match_n: jax.Array, k: jax.Array, width: jax.Array, accepted: jax.Array,
-                 live: jax.Array, decay: float = NGRAM_DECAY) -> jax.Array:
-  """After a round that verified `width` rows: each live row with a proposal adds its accepted tokens
-  and trials (accepted, plus the first rejected token when it stopped short of the verified
-  proposal) to the counts of its match length (the geometric model's maximum-likelihood counts)."""
-  m = stats.shape[1]
-  k_eff = jnp.minimum(k, width)
-  used = live & (match_n > 0) & (k_eff > 0)
-  a = accepted.astype(jnp.float32)
-  obs = jnp.stack([a, a + (accepted < k_eff)], axis=-1)                   # [B, 2]
-  hit = used[:, None] & (jnp.arange(1, m + 1)[None] == match_n[:, None])  # [B, M]
-  return jnp.where(hit[..., None], decay * stats + obs[:, None], stats)
-
-
-def calibration_record(scores: jax.Array, accepted: jax.Array, commit_rows: jax.Array, width: jax.Array,
-                       widths: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
-  """One round's calibration data: (raw E[A] of the top-w tree [B, P], the accepted length the top-w
-  tree would have had [B, P], -1 for w above the verified width) for w in `widths`.
-
-  The walk's path in the top-w tree is the verified path cut at its first node outside the top w
-  (a parent precedes its children, so path node indices increase): A(w) = path nodes with index < w.
-  commit_rows [B, C]: verify rows of the path (root first; row i = node i - 1)."""
-  pred = expected_accepted(scores, widths)
-  c = commit_rows.shape[1]
-  on_path = jnp.arange(1, c)[None] <= accepted[:, None]                   # [B, C - 1]
-  node = commit_rows[:, 1:] - 1                                           # [B, C - 1]
-  w = jnp.asarray(widths, jnp.int32)
-  obs = jnp.sum(on_path[:, :, None] & (node[:, :, None] < w[None, None]), axis=1).astype(jnp.int32)
-  return pred, jnp.where(w[None] <= width, obs, -1)
-
-
-def expected_accepted(scores: jax.Array, widths: tuple[int, ...], calib: tuple = ()) -> jax.Array:
-  """scores float32 [B, W] (best first, -inf = padding) -> E[A] [B, len(widths)] for the top-w trees.
-
-  calib: (predicted, observed) knot tuples of a monotone map (piecewise linear, flat outside) for
-  every width; or one such pair per width (RoundCost.knots; () = raw for that width); or () for
-  the raw factorised estimate."""
-  p = jnp.exp(scores.astype(jnp.float32))                                 # [B, W], 0 for padding
-  cum = jnp.pad(jnp.cumsum(p, axis=1), ((0, 0), (1, 0)))                  # [B, W + 1]: cum[:, w]
-  raw = cum[:, jnp.asarray(widths)]                                       # [B, nw]
-  if calib and _is_knots(calib):
-    calib = (calib,) * len(widths)
-  if calib:
-    cols = [jnp.interp(raw[:, i], *(jnp.asarray(c, jnp.float32) for c in k)) if k else raw[:, i]
-            for i, k in enumerate(calib)]
-    raw = jnp.stack(cols, axis=1)
-  return jnp.where(jnp.asarray(widths)[None] == 0, 0.0, raw)
-
-
-def _is_knots(calib: tuple) -> bool:
-  """(xs, ys) of floats (one map for every width), not a tuple of per-width pairs."""
-  return len(calib) == 2 and len(calib[0]) > 0 and not isinstance(calib[0][0], tuple)
-
-
-def best_width(scores: jax.Array, live: jax.Array, widths: tuple[int, ...], cost: tuple[float, ...],
-               calib: tuple = ()) -> jax.Array:
-  """Index into widths maximising the batch's expected tokens per unit of round cost (int32 [])."""
-  ea = expected_accepted(scores, widths, calib)                           # [B, nw]
-  tokens = jnp.sum(jnp.where(live[:, None], 1.0 + ea, 0.0), axis=0)       # [nw]
-  return jnp.argmax(tokens / jnp.asarray(cost, jnp.float32)).astype(jnp.int32)
-
-
 # --- the round-cost table (benchmarks/round_cost.py --cost-table) ---------------------------------
 
 COST_SCHEMA = "glance-round-cost/1"
@@ -197,11 +63,11 @@ class RoundCost:
   meta: dict = dataclasses.field(default_factory=dict)
   path: str = "<built-in>"
   ngram: dict[int, float] = dataclasses.field(default_factory=dict)   # ngram rounds: t(w) / t_AR
-  # measurement only (decode/calibrate.py): glance-auto compiles auto_set's widths plus this one and
+  # measurement only (bench/calibrate.py): glance-auto compiles auto_set's widths plus this one and
   # always chooses it, so its cost is timed in the loop the policy really runs (same tree width)
   force: int | None = None
   per_width: dict = dataclasses.field(default_factory=dict)  # w -> (predicted, observed) knots
-  # table key 'auto_set': the widths glance-auto compiles, chosen by decode/calibrate.py replaying the
+  # table key 'auto_set': the widths glance-auto compiles, chosen by bench/calibrate.py replaying the
   # policy on calibration rounds (choose_auto_set); () = the paying rule (paying_widths)
   compiled: tuple[int, ...] = ()
   # table key 'auto_plain_ar': the replay found no compiled set that beats plain AR at this table's

@@ -1,6 +1,6 @@
 """The round-cost table and the E[A] calibration that glance-auto and ngram choose widths with.
 
-    python -m glance_jax.decode.calibrate --out TABLE.json [--per-task 6] [--reps 2]
+    python -m glance_jax.bench.calibrate --out TABLE.json [--per-task 6] [--reps 2]
         [--heldout 8] [--bench BENCH.json --label glance-63] [--no-cost] [--no-calibration]
 
 1. Cost (`t_over_ar`, `ngram_t_over_ar`): the real decode loop, timed alone (generate's `timings`,
@@ -12,15 +12,15 @@
    and repeat), ratio of sums. A round's cost here is what the loop pays: draft, tree, the switch,
    verify, walk, commit and the records, not a sum of separately timed parts.
 2. Calibration (`calibration: {predicted, observed}`): glance at the widest budget records, per
-   round and width w in LoopConfig.record_widths, the factorised E[A] of the top-w tree and the
-   accepted length the top-w tree would have had (loop.py / budget.calibration_record). An isotonic
+   round and width w in its recorded widths (decode.methods.recorded_widths), the factorised E[A] of the top-w tree and the
+   accepted length the top-w tree would have had (decode/policies/base.py calibration_record). An isotonic
    (monotone, pool-adjacent-violators) fit of observed on predicted gives the knots the loop maps
    E[A] through (jnp.interp). Fitted on the testbed's *train* split (never the held-out prompts the
    bench evaluates), or on a bench JSON's records (--bench, per_prompt predicted / observed).
    Printed: predicted vs observed per decile of the prediction, raw and calibrated, in-sample and,
    with --heldout N, on N held-out prompts per task.
 3. The compiled set (`auto_set`, `auto_sets`): which widths glance-auto compiles. Every non-empty
-   subset S of the widths that could pay (budget.paying_widths) is timed in its own loop (the tree
+   subset S of the widths that could pay (policies.paying_widths) is timed in its own loop (the tree
    of max S nodes, each w in S forced in turn: t_S(w)), and the policy is replayed on the
    calibration rounds (glance at the widest budget verifies every recorded width, so the accepted
    length of the top-w tree is known for each w): per round it picks argmax_{w in S}
@@ -43,8 +43,8 @@ import time
 
 import numpy as np
 
-from glance_jax.decode.auto_set import candidate_sets, choose_auto_set, round_records, set_key
-from glance_jax.decode.isotonic import apply, pav
+from glance_jax.bench.auto_set import candidate_sets, choose_auto_set, round_records, set_key
+from glance_jax.analysis.isotonic import apply, pav
 
 
 def deciles(pred, obs, knots=(), n_bins: int = 10) -> list[dict]:
@@ -124,11 +124,11 @@ def forced_table(widths: tuple[int, ...], w: int, method: str, base=None, compil
   really builds (the widest of them): w's cost is timed in the policy's own loop."""
   import dataclasses
 
-  from glance_jax.decode import budget as budget_lib
+  from glance_jax.decode import policies
   if method != "ngram" and base is not None:
     return dataclasses.replace(base, force=w, compiled=tuple(compiled))
   table = {x: (1.0 if x == w else FORCE) for x in widths}
-  return budget_lib.RoundCost(table, ngram=table) if method == "ngram" else budget_lib.RoundCost(table)
+  return policies.RoundCost(table, ngram=table) if method == "ngram" else policies.RoundCost(table)
 
 
 def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max_new_tokens: int = 64,
@@ -140,13 +140,13 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
   auto's flexibility is measured against. sets: compiled sets S to time each w of in S's own loop
   (module doc, 3.; `set_t_over_ar`: {"15,31": {w: t_S(w)}}); only_sets: time AR and the sets only."""
   from glance_jax.bench.runner import run_order
-  from glance_jax.decode import budget as budget_lib
-  from glance_jax.decode.generate import generate
+  from glance_jax.decode import policies
+  from glance_jax.bench.engine import generate
   depth = head.config.block_size - 1
   configs = [("ar", 0)] + [("set", w, st) for st in sets for w in st]
   if not only_sets:
-    configs += [("glance", w) for w in budget_lib.auto_widths(budget)] + \
-               [("ngram", w) for w in budget_lib.ngram_widths(depth)] + [("fixed", w) for w in fixed]
+    configs += [("glance", w) for w in policies.auto_widths(budget)] + \
+               [("ngram", w) for w in policies.ngram_widths(depth)] + [("fixed", w) for w in fixed]
 
   if sets and base is None:
     raise ValueError("timing compiled sets needs a base table")
@@ -155,9 +155,9 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
     kw = dict(max_new_tokens=max_new_tokens, stop_tokens=())  # no stop: every run emits max_new tokens
     if method in ("glance", "set"):
       kw.update(head=head, budget=budget, auto=True,
-                round_cost=forced_table(budget_lib.auto_widths(budget), w, "glance", base, compiled))
+                round_cost=forced_table(policies.auto_widths(budget), w, "glance", base, compiled))
     elif method == "ngram":
-      kw.update(budget=depth, round_cost=forced_table(budget_lib.ngram_widths(depth), w, method))
+      kw.update(budget=depth, round_cost=forced_table(policies.ngram_widths(depth), w, method))
     elif method == "fixed":
       kw.update(head=head, budget=w)
     timings = {}
@@ -199,7 +199,7 @@ def measure_costs(target, head, prompts, *, budget: int = 63, reps: int = 2, max
 def collect(target, head, prompts, *, budget: int = 63, max_new_tokens: int = 64, results: list | None = None):
   """glance at budget `budget` (every recorded width verified) on each prompt -> (predicted, observed);
   the GenerationResults are appended to `results` when given (per-width fits)."""
-  from glance_jax.decode.generate import generate
+  from glance_jax.bench.engine import generate
   res = [generate(target, p.inputs, head=head, method="glance", budget=budget, max_new_tokens=max_new_tokens)
          for p in prompts]
   if results is not None:
@@ -229,17 +229,15 @@ def testbed_prompts(split: str, per_task: int, processor, workdir: str, batch: i
   task's records in calls of `batch` rows (inputs, signature), per_task a multiple of batch."""
   from glance_jax.bench.runner import prepare_prompts
   from glance_jax.bench.tasks import load_tasks
-  from glance_jax.testbed import paths, suites
+  from glance_jax.testbed import paths
   if split == "heldout":
     files = [str(f) for f in paths.task_files()]
   else:
-    from glance_jax.testbed.build import HELDOUT_PER_TASK, TRAIN_PER_TASK
-    # past the records the head was trained on (the build's first TRAIN_PER_TASK, plus skips), from
-    # the suite the shipped testbed was built with (v2's train stream excludes held-out scenes itself)
-    version = suites.read_version(paths.SHIPPED)
-    s = suites.get(version)
-    extra = {"excluded": s.heldout_answers(HELDOUT_PER_TASK)} if version == "v1" else {}
-    files = [s.write_task(t, split, per_task, workdir, start=2 * TRAIN_PER_TASK, **extra) for t in s.TASKS]
+    from glance_jax.testbed.build import TRAIN_PER_TASK
+    # past the records the head was trained on (the build's first TRAIN_PER_TASK), from the suite the
+    # shipped testbed was built with (its train stream excludes held-out scenes itself)
+    s = paths.suite()
+    files = [s.write_task(t, split, per_task, workdir, start=2 * TRAIN_PER_TASK) for t in s.TASKS]
   tasks, errors = load_tasks(files, per_task)
   if errors:
     raise ValueError("; ".join(e["message"] for e in errors))
@@ -264,7 +262,7 @@ def testbed_prompts(split: str, per_task: int, processor, workdir: str, batch: i
 
 
 def parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="python -m glance_jax.decode.calibrate", description=__doc__,
+  p = argparse.ArgumentParser(prog="python -m glance_jax.bench.calibrate", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--out", required=True, help="cost table JSON to write (schema glance-round-cost/1)")
   p.add_argument("--base", help="start from this table (default: the built-in one)")
@@ -291,14 +289,14 @@ def main(argv=None) -> dict:
   args = parser().parse_args(argv)
   import jax
 
-  from glance_jax.decode import budget as budget_lib
-  from glance_jax.decode.generate import Head
+  from glance_jax.decode import policies
+  from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.testbed import paths
 
-  base = pathlib.Path(args.base) if args.base else budget_lib.DEFAULT_TABLE
-  budget_lib.read_round_cost(base)  # checked before any work
+  base = pathlib.Path(args.base) if args.base else policies.DEFAULT_TABLE
+  policies.read_round_cost(base)  # checked before any work
   table = json.loads(base.read_text())
   if not paths.available():
     raise ValueError("the testbed (testbed/target, testbed/head) is not present")
@@ -311,10 +309,10 @@ def main(argv=None) -> dict:
   md = []
   sets = []
   if not args.no_cost:
-    base_rc = None if args.full_tree else budget_lib.read_round_cost(base)
+    base_rc = None if args.full_tree else policies.read_round_cost(base)
     if base_rc is not None and not args.no_calibration and not args.bench and not args.no_auto_set:
-      allowed = budget_lib.auto_widths(63)
-      sets = candidate_sets(budget_lib.paying_widths({w: base_rc.widths[w] for w in allowed},
+      allowed = policies.auto_widths(63)
+      sets = candidate_sets(policies.paying_widths({w: base_rc.widths[w] for w in allowed},
                                                      head.config.block_size - 1))
     for k in ("fixed_t_over_ar", "set_t_over_ar", "auto_set", "auto_sets", "auto_plain_ar"):
       table.pop(k, None)
@@ -324,7 +322,7 @@ def main(argv=None) -> dict:
     table.setdefault("meta", {}).update(
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
         num_layers=t.num_hidden_layers, vocab_size=t.vocab_size, block_size=head.config.block_size, batch=args.batch,
-        source="python -m glance_jax.decode.calibrate (real loop, forced widths, testbed train prompts)")
+        source="python -m glance_jax.bench.calibrate (real loop, forced widths, testbed train prompts)")
     table.pop("whole_round_ms", None)
   if not args.no_calibration:
     results = []
@@ -375,7 +373,7 @@ def main(argv=None) -> dict:
               ("\n\nNo set beats AR at this batch: `auto_plain_ar` (glance-auto runs the AR loop)."
                if table["auto_plain_ar"] else ""))
   pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
-  budget_lib.read_round_cost(args.out)  # what we wrote reads back
+  policies.read_round_cost(args.out)  # what we wrote reads back
   text = "\n\n".join(md)
   print(json.dumps({k: table[k] for k in ("t_over_ar", "ngram_t_over_ar", "fixed_t_over_ar", "loop_ms_per_round")
                     if k in table}, indent=1))

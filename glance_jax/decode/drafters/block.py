@@ -1,0 +1,165 @@
+"""`glance` and `chain`: the block head drafts a whole block in one forward pass.
+
+The head (head/model.py, DFlash architecture) reads the target's tapped features of the committed
+tokens through its own context cache (K/V per head layer, computed once per committed token) and
+returns, in one pass over the block [root, MASK x L], log-marginals q_j over the vocabulary for
+offsets j = 1..L (L = block_size - 1), through the target's own embedding and lm_head.
+  glance  the N prefixes with the highest plug-in score sum_j log q_j(y_j), best first (decode/tree.py)
+  chain   the argmax at each offset: a width-1 tree of depth min(N, L)
+
+State: the context cache and the features of the rows committed last round, which are projected
+into the cache at the start of the next draft (so the round that ends a generation pays nothing).
+
+Letters: B rows, S context slots (= the target cache's), C = max_depth + 1 commit rows, F = taps x
+target width, L draft depth, V vocab.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from glance_jax import sharding as shd
+from glance_jax.decode import tree as tree_lib
+from glance_jax.decode.drafter import Drafter, Prefill, Proposal
+from glance_jax.decode.verify import DraftTree
+from glance_jax.head.model import block_mask
+from glance_jax.qwen3_vl.cache import write_rows
+from glance_jax.static_args import Hashed, as_tree
+
+
+@flax.struct.dataclass
+class BlockState:
+  k: tuple                  # per head layer [B, S, K, hd]: context K/V of committed tokens
+  v: tuple
+  ctx_len: jax.Array        # int32 [B]: committed rows already in k / v
+  pending: jax.Array        # [B, C, F]: features of last round's committed rows, not yet projected
+  n_pending: jax.Array      # int32 [B]
+
+
+def text_positions(start: jax.Array, offsets: jax.Array) -> jax.Array:
+  """start [B] + offsets [B, T] or [T] -> int32 [3, B, T] (generated text: equal on all axes)."""
+  pos = start[:, None] + offsets
+  return jnp.broadcast_to(pos[None], (3,) + pos.shape).astype(jnp.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockDrafter(Drafter):
+  """A block head bound for decoding: its graphdef (hashed once) and decoding knobs."""
+  name = "glance"
+  chain: ClassVar[bool] = False
+  graphdef: Hashed
+  block_size: int
+  taps: tuple[int, ...]
+  mask_token_id: int
+  budget: int               # N: tree nodes (glance) / chain length cap (chain)
+  mesh: object = None       # the context cache's layout (kv heads on tensor, rows on data)
+
+  @property
+  def depth(self) -> int:
+    return self.block_size - 1
+
+  @property
+  def num_nodes(self) -> int:
+    return min(self.budget, self.depth) if self.chain else self.budget
+
+  @property
+  def max_depth(self) -> int:
+    return min(self.budget, self.depth)
+
+  @property
+  def tap_layers(self) -> tuple[int, ...]:
+    return self.taps
+
+  @property
+  def passes(self) -> int:
+    return 1
+
+  def _head(self, params):
+    return nnx.merge(self.graphdef.value, as_tree(params))
+
+  def _pin(self, kv: tuple) -> tuple:
+    pin = shd.pinner(self.mesh, shd.DEFAULT_RULES)
+    return tuple(pin(x, shd.BATCH, None, shd.KV_HEADS, None) for x in kv)
+
+  def init(self, params, target, prefill: Prefill) -> BlockState:
+    head = self._head(params)
+    ctx = head.project_context(prefill.taps)
+    k, v = head.context_kv(ctx, prefill.prompt.positions)               # per layer [B, s, K, hd]
+    s = prefill.taps.shape[1]
+    pad = lambda x: jnp.pad(x, ((0, 0), (0, prefill.max_length - s), (0, 0), (0, 0)))  # noqa: E731
+    b, _, f = prefill.taps.shape
+    return BlockState(k=self._pin(tuple(map(pad, k))), v=self._pin(tuple(map(pad, v))), ctx_len=prefill.lengths,
+                      pending=jnp.zeros((b, self.max_depth + 1, f), prefill.taps.dtype),
+                      n_pending=jnp.zeros((b,), jnp.int32))
+
+  def marginals(self, params, target, state: BlockState, st) -> tuple[jax.Array, BlockState]:
+    """One head pass -> (log q [B, L, V], state with last round's features projected)."""
+    head = self._head(params)
+    b, c = st.root.shape[0], state.pending.shape[1]
+    ctx = head.project_context(state.pending)                             # [B, C, H]
+    k, v = head.context_kv(ctx, text_positions(state.ctx_len + st.rope_delta, jnp.arange(c)))
+    head_k = self._pin(tuple(write_rows(buf, x, state.ctx_len) for buf, x in zip(state.k, k)))
+    head_v = self._pin(tuple(write_rows(buf, x, state.ctx_len) for buf, x in zip(state.v, v)))
+    ctx_len = state.ctx_len + state.n_pending
+    block = jnp.concatenate([st.root[:, None], jnp.full((b, self.depth), self.mask_token_id, jnp.int32)], 1)
+    pos = text_positions(st.cache.length + st.rope_delta, jnp.arange(self.block_size))
+    hidden = head(target.embed(block), pos, head_k, head_v,
+                  block_mask(ctx_len, head_k[0].shape[1], self.block_size))  # [B, block, H]
+    log_q = jax.nn.log_softmax(target.logits(hidden[:, 1:]), axis=-1)     # [B, L, V]
+    return log_q, state.replace(k=head_k, v=head_v, ctx_len=ctx_len, n_pending=jnp.zeros_like(state.n_pending))
+
+  def tree(self, log_q: jax.Array) -> Proposal:
+    return head_tree(log_q, self.budget, chain=self.chain)
+
+  def propose(self, params, target, state, st):
+    log_q, state = self.marginals(params, target, state, st)
+    return self.tree(log_q), state
+
+  def commit(self, params, target, state, st, res, feats, live):
+    return state.replace(pending=feats, n_pending=jnp.where(live, res.accepted + 1, 0))
+
+
+def head_tree(log_q: jax.Array, budget: int, *, chain: bool = False) -> Proposal:
+  """log q [B, L, V] -> the chain of min(budget, L) argmax tokens or the top-`budget` tree, with its
+  nodes' log plug-in scores [B, N] (best first for the tree; -inf = padding)."""
+  if chain:
+    t = jax.vmap(tree_lib.chain_tree)(log_q[:, : min(budget, log_q.shape[1])])
+  else:
+    t = jax.vmap(lambda lq: tree_lib.build_tree(lq, num_nodes=budget))(log_q)
+  return Proposal(DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask), t.scores)
+
+
+def bind(head, target, budget: int, *, chain: bool = False) -> BlockDrafter:
+  """The drafter of a loaded head (head.Head) for `target` (checked to fit)."""
+  head.config.check_target(target.config)
+  cls = ChainDrafter if chain else BlockDrafter
+  return cls(graphdef=head.jit_graphdef, block_size=head.config.block_size,
+             taps=tuple(head.config.target_layer_ids), mask_token_id=head.config.mask_token_id,
+             budget=int(budget), mesh=getattr(target, "mesh", None))
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainDrafter(BlockDrafter):
+  """The head's argmax at each offset: the tree of width 1."""
+  name = "chain"
+  chain = True
+
+
+def _need_head(head, method: str):
+  if head is None:
+    raise ValueError(f"method {method!r} needs a head (--head)")
+  return head
+
+
+def build(target, head=None, budget: int = 63):
+  return bind(_need_head(head, "glance"), target, budget), head.flat_params
+
+
+def build_chain(target, head=None, budget: int = 15):
+  return bind(_need_head(head, "chain"), target, budget, chain=True), head.flat_params
