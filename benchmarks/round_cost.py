@@ -184,6 +184,8 @@ def main(argv=None) -> dict:
   ap.add_argument("--new-tokens", type=int, default=129, help="tokens per whole-loop run")
   ap.add_argument("--repeats", type=int, default=5)
   ap.add_argument("--target-ms", type=float, default=25.0, help="each timed phase call lasts about this long")
+  ap.add_argument("--widen", type=int, default=1, help="widen every random pair this many times "
+                  "(glance_jax/qwen3_vl/widen.py; the testbed's memory-bound regime is testbed x8)")
   ap.add_argument("--json", default=None, help="write the results here")
   ap.add_argument("--cost-table", default=None,
                   help="write the glance-auto round-cost table (decode.py bench --round-cost) of the first "
@@ -194,6 +196,8 @@ def main(argv=None) -> dict:
     if s not in SIZES:
       ap.error(f"unknown size {s!r}; choose from {', '.join(SIZES)}")
   budgets = int_list(args.budgets)
+  if args.widen < 1:
+    ap.error(f"--widen must be >= 1, got {args.widen}")
   if not budgets or min(budgets) < 1:
     ap.error(f"--budgets must be integers >= 1, got {args.budgets!r}")
   try:
@@ -207,7 +211,7 @@ def main(argv=None) -> dict:
   t0 = time.perf_counter()
   s = round_split.split(sizes=sizes, budgets=budgets, context=args.context, head_layers={z: args.head_layers for z in sizes},
                           target_ms=args.target_ms, repeats=args.repeats, new_tokens=args.new_tokens, chain=False,
-                          configs={z: _config(z) for z in sizes})
+                          configs={z: _config(z) for z in sizes}, widen=args.widen)
   out = []
   print(f"\n## Cost of a round (oracle drafter: every round accepts 15), {args.repeats} interleaved repeats, medians\n")
   for res in s["results"]:
@@ -218,7 +222,11 @@ def main(argv=None) -> dict:
     print(table(res, rows) + "\n")
   print(NOTES)
   if args.cost_table:
-    tab = cost_table(s["results"][0], _config(sizes[0]), args.head_layers)
+    config = _config(sizes[0])
+    if args.widen > 1:
+      from glance_jax.qwen3_vl.widen import widen_config
+      config = widen_config(config, args.widen, args.widen)
+    tab = cost_table(s["results"][0], config, args.head_layers)
     pathlib.Path(args.cost_table).write_text(json.dumps(tab, indent=1) + "\n")
     print(f"cost table ({sizes[0]}): t(w) / t_AR = {tab['t_over_ar']} -> {args.cost_table}")
   report = dict(command=command, platform=jax.devices()[0].platform, cpu_cores=os.cpu_count(), taus=taus,

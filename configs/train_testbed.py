@@ -6,7 +6,8 @@
 
 `suite` (default: the shipped version, glance_jax/testbed/suites.py) picks the train prompts and the
 directories of that version's build (glance_jax/testbed/build.py: default_dirs); the recipe is the
-same for every version.
+same for every version but for the lengths, which follow the suite's answers: regeneration runs to
+its ANSWER_TOKENS, rows are its target's seq_len, and a row holds one anchor per 8 tokens (at least 16).
 """
 
 from glance_jax.testbed import build, suites
@@ -14,12 +15,15 @@ from glance_jax.train.config import TrainConfig
 
 
 def get_config(suite: str = suites.DEFAULT) -> TrainConfig:
-  tasks = suites.get(suite).TASKS
+  s = suites.get(suite)
+  tasks = s.TASKS
+  seq_len = s.TARGET_TRAIN["seq_len"]
   out, workdir = build.default_dirs(suite)
   return TrainConfig(
       target=str(out / "target"), target_dtype="float32", compute_dtype="float32",
       head_layers=2, block_size=16,
       task_files=tuple(str(workdir / "data" / f"{t}_train.jsonl") for t in tasks),
-      regen_max_new_tokens=64, regen_batch_size=16, seq_len=96, max_patches=8 * 96, num_anchors=16,
+      regen_max_new_tokens=s.ANSWER_TOKENS, regen_batch_size=16, seq_len=seq_len, max_patches=8 * 96,
+      num_anchors=max(16, seq_len // 8),
       batch_size=8, steps=4500, lr=2e-3, warmup_frac=0.04, mesh=(-1, 1, 1),
       workdir=str(workdir / "head_run"), save_every=250, keep=2, log_every=25)

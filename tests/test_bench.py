@@ -226,6 +226,20 @@ def test_defaults_run_the_testbed(bench):
   assert validate_report(report) == []
   assert list(report["tasks"]) == list(paths.suite().TASKS)
   assert report["config"]["model"] == str(paths.TARGET) and report["config"]["head"] == str(paths.HEAD)
+  assert report["config"]["regime"] == "compute"
+
+
+def test_regime_is_the_testbeds(files, monkeypatch, capsys):
+  """--regime widens the shipped testbed (glance_jax/testbed/regimes.py); with --model it is an error."""
+  monkeypatch.setattr(sys, "argv", ["decode.py", "bench", "--model", "some/dir", "--regime", "memory",
+                                    "--methods", "ar", files["empty"]])
+  with pytest.raises(SystemExit) as e:
+    cli.cli_main()
+  assert e.value.code == 2
+  assert "--regime is the shipped testbed's" in capsys.readouterr().err
+  from glance_jax.testbed import regimes
+  with pytest.raises(ValueError, match="unknown testbed regime 'gpu'"):
+    regimes.check("gpu")
 
 
 def test_padding_keeps_the_tokens(bench):

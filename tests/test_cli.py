@@ -7,11 +7,10 @@ import sys
 import numpy as np
 import pytest
 
+from glance_jax.bench import random_models
 from glance_jax.config import tiny_config
 from glance_jax.cli import decode as cli
-from glance_jax.head import Head
 from glance_jax.head import save_head
-from glance_jax.qwen3_vl.target import Target
 from glance_jax.testing.checkpoint import make_tiny_checkpoint
 
 
@@ -19,9 +18,9 @@ from glance_jax.testing.checkpoint import make_tiny_checkpoint
 def ckpt(tmp_path_factory):
   root = tmp_path_factory.mktemp("cli")
   make_tiny_checkpoint(root / "model", seed=2, max_shard_bytes=200_000)
-  head = Head.random(Target.random(tiny_config()), seed=4, num_layers=1)
+  head = random_models.make_head(random_models.make_target(tiny_config(), 0), 4, 1)
   save_head(root / "head", head.config, head.params)
-  deep = Head.random(Target.random(tiny_config(layers=8)), seed=4, num_layers=1)
+  deep = random_models.make_head(random_models.make_target(tiny_config(layers=8), 0), 4, 1)
   save_head(root / "deep_head", deep.config, deep.params)
   from glance_jax.demo import default_image
   default_image(seed=3).save(root / "x.png")

@@ -6,9 +6,10 @@ import pytest
 
 from glance_jax.config import tiny_config
 from glance_jax.cli.decode import main
-from glance_jax.head import HeadConfig, init_head, save_head
+from glance_jax.head import HeadConfig, save_head
+from glance_jax.head.model import abstract_head
 from glance_jax.qwen3_vl.inputs import Processor, build_messages, prepare_inputs
-from glance_jax.qwen3_vl.target import Target
+from glance_jax.qwen3_vl.weights import abstract_model
 from glance_jax.testing.checkpoint import write_checkpoint
 from glance_jax.testing.random_weights import lively
 
@@ -25,10 +26,10 @@ QWEN3_STYLE_TEMPLATE = (
 def ckpt(tmp_path_factory):
   root = tmp_path_factory.mktemp("cli")
   cfg = tiny_config(text_only=True, tie=True)
-  params = lively(Target.random(cfg, seed=3).params, 3)
+  params = lively(abstract_model(cfg)[1], 3)
   write_checkpoint(root / "qwen3", cfg, params, chat_template=QWEN3_STYLE_TEMPLATE)
   hc = HeadConfig.for_target(cfg, num_layers=2, block_size=8)
-  save_head(root / "head", hc, lively(init_head(hc, seed=4)[1], 4))
+  save_head(root / "head", hc, lively(abstract_head(hc)[1], 4))
   return root
 
 

@@ -6,7 +6,6 @@ target are one-line errors naming the field."""
 import json
 import types
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

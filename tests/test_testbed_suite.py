@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from glance_jax.data.records import read_task_file
-from glance_jax.testbed import evaluate, probe, stream, suites
+from glance_jax.testbed import evaluate, paths, probe, stream, suites
 
 S = suites.get(suites.DEFAULT)
 INTERFACE = ("VERSION", "TASKS", "GROUNDED", "OPEN", "QUESTIONS", "SIZES", "HELDOUT_RESERVED", "TARGET_TRAIN",
              "STREAM", "record", "draw_record", "reserved_scenes", "render", "train_record", "write_task",
-             "record_index")
+             "record_index", "ANSWER_TOKENS", "reading")
 
 
 def test_every_version_has_the_suite_interface(tmp_path):
@@ -177,3 +177,51 @@ def test_probe_char_kinds():
   kinds = probe.char_kinds(cap, answer)
   for f, c in zip(cap.fields, cap.clear):
     assert kinds[answer.index(f)] == ("clear" if c else "unclear"), (f, answer)
+
+
+# --- suite v5: v4's reading, then a free explanation ------------------------------------------------
+
+V5 = suites.get("v5")
+
+
+def test_v5_shows_v4s_scenes_and_reads_them_first():
+  """v5's held-out and train records show v4's scenes and images; the part before the blank line
+  is a reading that scores every field right against the scene; the explanation restates each field."""
+  v4 = suites.get("v4")
+  for task in V5.TASKS:
+    for split, i in (("heldout", 3), ("train", 5)):
+      s4, im4, _ = v4.record(task, split, i)
+      s5, im5, ans = V5.record(task, split, i)
+      assert s5.content == s4.content and im5.tobytes() == im4.tobytes()
+      read, explained = ans.split(V5.READING_END)
+      assert V5.reading(ans) == read
+      sc = evaluate.score(task, read, s5)
+      assert sc["all_hits"] == sc["all_n"] == len(s5.fields), (task, read)
+      for f in s5.fields:       # every item and value (word, shape) is said again
+        for part in f.replace(":", "").replace(" is ", " ").split():
+          assert part.lower() in explained.lower(), (task, part, explained)
+
+
+def test_v5_explanations_fork_at_every_clause():
+  """Openers, clause templates, connectives and (captions) adjectives are drawn uniformly: over 200
+  answers each option appears, and the table's row separator is drawn per row."""
+  ex = {t: [V5.render(t, "train", i)[2].split(V5.READING_END)[1] for i in range(200)] for t in V5.TASKS}
+  for task, spec in V5._EXPLAIN.items():
+    for opener in spec["open"] + spec["close"]:
+      assert sum(opener in e for e in ex[task]) > 15, (task, opener)
+    for con in V5._CONNECTIVES[1:]:
+      assert sum(e.count(con) for e in ex[task]) > 100, (task, con)
+  assert all(sum(f" {a}" in e for e in ex["caption"]) > 50 for a in V5._ADJECTIVES)
+  tables = [V5.render("table", "train", i)[2] for i in range(40)]
+  assert sum((";" in V5.reading(t)) and ("," in V5.reading(t)) for t in tables) > 20
+
+
+def test_v5_answer_lengths():
+  """96-192 tokens an answer ("about": lines' shortest are ~92) with the shipped tokenizer, and the
+  longest prompt + answer fits the recipe's seq_len."""
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  for task in V5.TASKS:
+    n = [len(tok.encode(V5.render(task, "train", i)[2]).ids) for i in range(60)]
+    assert 88 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 160, (task, min(n), max(n))
+    assert max(n) + 60 <= V5.TARGET_TRAIN["seq_len"] and max(n) < V5.ANSWER_TOKENS

@@ -18,7 +18,6 @@ Programs (names are the report's rows):
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Callable
 
 import jax

@@ -89,6 +89,10 @@ def parser() -> argparse.ArgumentParser:
                       f"the tree's scores and --round-cost (default {DEFAULT_BUDGETS})")
   p.add_argument("--round-cost", help="round-cost table JSON for glance-auto (benchmarks/round_cost.py "
                                       "--cost-table; default: the built-in testbed table)")
+  p.add_argument("--regime", choices=("compute", "memory"), default=None,
+                 help="the shipped testbed's cost regime (glance_jax/testbed/regimes.py): compute = the "
+                      "trained pair as it is, memory = widened x8 at load (every logit and draft "
+                      "unchanged; a memory-bound AR step); default: regimes.DEFAULT; testbed only")
   p.add_argument("--max-new-tokens", type=int, default=64)
   p.add_argument("--limit", type=int, default=None, help="first N prompts of each task")
   p.add_argument("--repeats", type=int, default=3, help="timed runs per prompt and method")
@@ -184,10 +188,19 @@ def run(args) -> dict[str, Any]:
   if args.model and not args.head and any(m.method in ("chain", "glance") for m in wanted):
     raise ValueError("--methods with chain / glance need --head with --model (or use --methods ar,ngram)")
   model, head_path, files = default_bench_inputs(args.model, args.head, args.task_files)
+  from glance_jax.testbed import paths as testbed_paths
+  from glance_jax.testbed import regimes
+  on_testbed = not args.model and testbed_paths.available()
+  if args.regime and not on_testbed:
+    raise ValueError("--regime is the shipped testbed's (no --model, testbed/ present)")
+  regime = (args.regime or regimes.DEFAULT) if on_testbed else None
 
   target = load_target(model, dtype=DTYPES[args.dtype])
   head = Head.load(head_path, target=target) if head_path else (
       None if args.model else Head.random(target, seed=args.seed, num_layers=2))
+  if regime:
+    target, head = regimes.widen_pair(target, head, regime)
+    _say(f"testbed regime: {regimes.LABEL[regime]}")
   block_size = head.config.block_size if head is not None else 16
   methods = with_ablation(parse_methods(args.methods, args.budgets, depth=block_size - 1), args.ablate)
   processor = Processor.from_pretrained(str(target.path))
@@ -258,7 +271,7 @@ def run(args) -> dict[str, Any]:
       "config": {"model": str(model), "head": head_path, "task_files": [str(f) for f in files],
                  "methods": [m.label for m in methods],
                  "budgets": [b for b in args.budgets if b != "auto"], "round_cost": args.round_cost,
-                 "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,
+                 "regime": regime, "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,
                  "seed": args.seed, "dtype": args.dtype, "pad_multiple": args.pad_multiple,
                  "block_size": block_size, "image_test": bool(args.image_test), "ablate": args.ablate,
                  "timing": "cold" if args.cold else "hot"},

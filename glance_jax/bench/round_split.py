@@ -215,13 +215,15 @@ def _argmax_diag(vocab: int, rows: int = 64, repeats: int = 5) -> dict:
 
 def split(*, sizes=("tiny", "small"), budgets=(15, 31, 63), context: int = 300, head_layers=None,
           target_ms: float = 25.0, repeats: int = 5, new_tokens: int = 129, chain: bool = True,
-          image: bool = True, seed: int = 3, configs: dict | None = None,
+          image: bool = True, seed: int = 3, configs: dict | None = None, widen: int = 1,
           log=_print) -> dict:
   """Per-round phase times (ms) and whole-round times through the real loop, per size.
 
   target_ms: each timed phase call runs enough iterations to take about this long.
   configs: size name -> Qwen3VLConfig, overriding the names `_size_config` knows (round_cost.py
-  passes target_speed's tiny / small / medium)."""
+  passes target_speed's tiny / small / medium). widen: each random pair widened that many times
+  (qwen3_vl/widen.py: the target's residual and inner units, the head's residual only), as the
+  testbed's memory-bound regime is made."""
   head_layers = head_layers or {}
   out = []
   for size in sizes:
@@ -229,8 +231,13 @@ def split(*, sizes=("tiny", "small"), budgets=(15, 31, 63), context: int = 300, 
     cfg = (configs or {}).get(size) or size_config(size)
     target = make_target(cfg, seed)
     head = make_head(target, seed + 1, head_layers.get(size, 2))
+    if widen > 1:
+      from glance_jax.head.widen import widen_head
+      from glance_jax.qwen3_vl.widen import widen_target
+      target = widen_target(target, widen)
+      head = widen_head(head, widen, target=target)
     prompt = long_prompt(cfg, context, seed, image)
-    out.append(split_size(target, head, prompt, size=size, budgets=budgets, target_ms=target_ms,
+    out.append(split_size(target, head, prompt, size=size if widen == 1 else f"{size} x{widen}", budgets=budgets, target_ms=target_ms,
                           repeats=repeats, new_tokens=new_tokens, chain=chain, seed=seed, t_start=t_start,
                           log=log))
   return dict(repeats=repeats, results=out)

@@ -43,6 +43,17 @@ def _vision_arrays(grid: bytes, shape: tuple, num_position_embeddings: int, spat
   return tuple((k, jnp.asarray(a)) for k, a in meta.as_dict().items())
 
 
+@functools.lru_cache(maxsize=8)
+def _random_init(cfg: Qwen3VLConfig, seed: int, dtype, out_shardings=None):
+  """The jitted initialiser of one (config, seed, dtype), kept: compiling it costs ~15 s on 2 cores,
+  and tests and resumed trainings ask for the same one again in one process."""
+  from glance_jax.qwen3_vl.model import build_model
+
+  def create():
+    return nnx.split(build_model(cfg, dtype=dtype, rngs=nnx.Rngs(seed)))[1]
+  return jax.jit(create, out_shardings=out_shardings)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Target(JitArgs):
   """The frozen target: config, graphdef and params (jit arguments: `jit_graphdef`, `flat_params`)."""
@@ -59,14 +70,12 @@ class Target(JitArgs):
   def random(cls, cfg: Qwen3VLConfig, *, seed: int = 0, dtype=jnp.float32, mesh: Mesh | None = None,
              rules=shd.DEFAULT_RULES) -> "Target":
     """Random weights, created already sharded when a mesh is given (init under jit)."""
-    from glance_jax.qwen3_vl.model import build_model
     graphdef, abstract = abstract_model(cfg, dtype)
-
-    def create():
-      return nnx.split(build_model(cfg, dtype=dtype, rngs=nnx.Rngs(seed)))[1]
-
-    out = None if mesh is None else shd.state_shardings(abstract, mesh, rules)
-    params = jax.jit(create, out_shardings=out)()
+    if mesh is None:
+      params = _random_init(cfg, seed, dtype)()
+    else:
+      create = _random_init.__wrapped__(cfg, seed, dtype, shd.state_shardings(abstract, mesh, rules))
+      params = create()
     return cls(cfg, graphdef, params, dtype, mesh)
 
   def shard(self, mesh: Mesh, rules=shd.DEFAULT_RULES) -> "Target":

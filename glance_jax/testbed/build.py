@@ -63,11 +63,27 @@ def build_tasks(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = Buil
     s.write_task(task, "train", spec.train_per_task, workdir / "data")
 
 
+def init_target(version: str, given: str | None = None) -> pathlib.Path:
+  """The target a recipe with init_from=<version> continues: `given` (--init-target) or that
+  version's build output; missing, it is an error saying how to build it."""
+  path = pathlib.Path(given) if given else default_dirs(version)[0] / "target"
+  if not (path / "config.json").is_file():
+    raise ValueError(f"{path}: no target to continue (the recipe starts from suite {version}'s target); "
+                     f"build it with `python -m glance_jax.testbed.build --suite {version} --stages "
+                     f"tasks,target` or pass --init-target DIR")
+  return path
+
+
 def build_target(out: pathlib.Path, workdir: pathlib.Path, steps: int | None = None,
-                 spec: BuildSpec = BuildSpec()) -> None:
+                 spec: BuildSpec = BuildSpec(), init: str | None = None) -> None:
   import jax.numpy as jnp
   from glance_jax.testbed.target_train import TargetTrainConfig, train_target
-  cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version, **spec.suite.TARGET_TRAIN)
+  recipe = dict(spec.suite.TARGET_TRAIN)
+  if recipe.get("init_from") in suites.VERSIONS:
+    recipe["init_from"] = str(init_target(recipe["init_from"], init))
+  elif init:
+    recipe["init_from"] = init
+  cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version, **recipe)
   if steps is not None:   # fewer steps than the recipe's restart point: one schedule, no restart
     cfg = dataclasses.replace(cfg, steps=steps, restart_at=cfg.restart_at if cfg.restart_at < steps else 0)
   train_target(out / "target", workdir, cfg, save_dtype=jnp.bfloat16)
@@ -116,6 +132,8 @@ def main(argv=None) -> None:
   ap.add_argument("--stages", default=",".join(STAGES), help="comma-separated subset of " + ",".join(STAGES))
   ap.add_argument("--target-steps", type=int, default=None, help="override the target's training steps "
                   "(below the recipe's restart point: one schedule, no restart)")
+  ap.add_argument("--init-target", default=None, help="the target directory a continuation recipe "
+                  "(TARGET_TRAIN init_from, e.g. v5 from v4) starts from (default: that version's build output)")
   ap.add_argument("--heldout", type=int, default=None, help=f"held-out prompts per task (default {HELDOUT_PER_TASK})")
   ap.add_argument("--train-prompts", type=int, default=None,
                   help=f"train prompts per task for the head (default {TRAIN_PER_TASK})")
@@ -151,7 +169,7 @@ def main(argv=None) -> None:
   if "tasks" in stages:
     build_tasks(out, workdir, spec)
   if "target" in stages:
-    build_target(out, workdir, args.target_steps, spec)
+    build_target(out, workdir, args.target_steps, spec, args.init_target)
   if "head" in stages:
     build_head(out, workdir, args.head_overrides, spec)
   if "eval" in stages:

@@ -28,23 +28,19 @@ def _timed(fn, repeats: int):
 
 
 def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_TASK,
-             max_new_tokens: int = MAX_NEW_TOKENS, repeats: int = 3, print_fn=print) -> list[dict]:
+             max_new_tokens: int = MAX_NEW_TOKENS, repeats: int = 3, regime: str | None = None,
+             print_fn=print) -> list[dict]:
   from glance_jax.data.records import read_task_file
   from glance_jax.decode.generate import generate
-  from glance_jax.head import Head
-  from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
-  from glance_jax.qwen3_vl.target import load_target
-  from glance_jax.testbed import paths
+  from glance_jax.qwen3_vl.inputs import prepare_inputs
+  from glance_jax.testbed import paths, regimes
 
-  if not paths.available():
-    raise FileNotFoundError(f"the shipped testbed is missing under {paths.SHIPPED} (rebuild it with "
-                            f"`python -m glance_jax.testbed.build`)")
-  target = load_target(paths.TARGET, dtype=jnp.float32)
-  processor = Processor.from_pretrained(str(paths.TARGET))
-  head = Head.load(paths.HEAD, target=target)
+  regime = regime or regimes.DEFAULT
+  target, head, processor = regimes.load(regime, dtype=jnp.float32)
   decode = lambda t: processor.tokenizer.decode([int(x) for x in t], skip_special_tokens=True)
   rows = []
   print_fn(f"testbed target {paths.TARGET} + GLANCE head {paths.HEAD}; glance N={budget}, fp32, batch 1")
+  print_fn(f"regime: {regimes.LABEL[regime]}")
   suite = paths.suite()
   for task, path in zip(suite.TASKS, paths.task_files()):
     kind = "grounded" if task in suite.GROUNDED else "open"
@@ -57,7 +53,7 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
       t_ar, ar = _timed(run["ar"], repeats)
       t_gl, gl = _timed(run["glance"], repeats)
       n = len(ar.tokens[0])
-      row = dict(task=task, kind=kind, id=rec.id, prompt=rec.prompt, answer=decode(gl.tokens[0]),
+      row = dict(task=task, kind=kind, regime=regime, id=rec.id, prompt=rec.prompt, answer=decode(gl.tokens[0]),
                  reference=rec.answers[0] if rec.answers else None,
                  same_as_ar=bool(np.array_equal(ar.tokens[0], gl.tokens[0])), tau=gl.tau,
                  ar_ms_per_token=1e3 * t_ar / n, glance_ms_per_token=1e3 * t_gl / len(gl.tokens[0]),

@@ -85,14 +85,15 @@ def greedy_answers(target, processor, records: list[PromptRecord], *, max_new_to
 
 
 def heldout_accuracy(target, processor, records_by_task: dict[str, list[PromptRecord]], *,
-                     max_new_tokens: int = 64, suite_version: str = suites.DEFAULT) -> dict[str, dict[str, float]]:
-  """Per task: pool_scores of each answer's score against its record's scene (found from its id), and n."""
+                     max_new_tokens: int | None = None, suite_version: str = suites.DEFAULT) -> dict[str, dict[str, float]]:
+  """Per task: pool_scores of each answer's reading part (the suite's `reading`) against its record's
+  scene (found from its id), and n. max_new_tokens defaults to the suite's ANSWER_TOKENS."""
   s = suites.get(suite_version)
   report = {}
   for task, records in records_by_task.items():
-    answers = greedy_answers(target, processor, records, max_new_tokens=max_new_tokens)
+    answers = greedy_answers(target, processor, records, max_new_tokens=max_new_tokens or s.ANSWER_TOKENS)
     scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in records]
-    report[task] = pool_scores([score(task, a, sc) for a, sc in zip(answers, scenes)])
+    report[task] = pool_scores([score(task, s.reading(a), sc) for a, sc in zip(answers, scenes)])
     report[task]["n"] = len(records)
     report[task]["example"] = {"reference": records[0].answers[0], "answer": answers[0]}
   return report

@@ -2,8 +2,10 @@
 
 A suite module (suite_v4.py is the model) defines VERSION, TASKS, GROUNDED, OPEN, QUESTIONS, SIZES,
 its records (`STREAM`, a glance_jax/testbed/stream.py Stream, and its bound `record`, `render`,
-`train_record`, `write_task`, `draw_record`, `reserved_scenes`), `record_index`, HELDOUT_RESERVED
-and TARGET_TRAIN (the build's target recipe: TargetTrainConfig fields). Adding a version = its module
+`train_record`, `write_task`, `draw_record`, `reserved_scenes`), `record_index`, HELDOUT_RESERVED,
+TARGET_TRAIN (the build's target recipe: TargetTrainConfig fields; init_from=<version> continues that
+version's target), ANSWER_TOKENS (a max_new_tokens that covers every answer) and `reading(answer)`
+(the answer's grounded part, which evaluation scores). Adding a version = its module
 + one line in _MODULES.
 
 A built testbed directory records its version in suite.json ({"suite_version": ...}).
@@ -18,6 +20,7 @@ from types import ModuleType
 
 _MODULES = {
     "v4": "glance_jax.testbed.suite_v4",
+    "v5": "glance_jax.testbed.suite_v5",
 }
 VERSIONS = tuple(_MODULES)
 DEFAULT = "v4"          # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)

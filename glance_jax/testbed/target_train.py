@@ -12,6 +12,7 @@ XLA runs the current step. State (params + Adam moments + step) is written atomi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -60,6 +61,9 @@ class TargetTrainConfig:
   # stream moves little at the first schedule's late learning rate, 5% of the peak).
   restart_at: int = 0
   restart_lr: float = 1e-3
+  # An HF target directory to start from (its weights, config and tokenizer) instead of random
+  # weights and a tokenizer trained on the suite: a continuation on another suite's stream.
+  init_from: str = ""
 
 
 def suite_corpus(per_task: int = 400, version: str = suites.DEFAULT) -> list[str]:
@@ -143,6 +147,14 @@ def make_optimizer(cfg: TargetTrainConfig) -> optax.GradientTransformation:
                      optax.adamw(learning_rate(cfg), b1=0.9, b2=0.98, weight_decay=cfg.weight_decay))
 
 
+@functools.lru_cache(maxsize=4)
+def compiled_step(graphdef, cfg: TargetTrainConfig):
+  """(optimizer, jitted step) per (architecture, config): a resumed run in the same process (the
+  tests' crash-and-resume) reuses the compiled step instead of recompiling a new closure."""
+  tx = make_optimizer(cfg)
+  return tx, make_step(graphdef, tx)
+
+
 def make_step(graphdef, tx):
   @jax.jit
   def step(params, opt_state, batch):
@@ -223,6 +235,24 @@ class _Prefetch:
     return s, item
 
 
+_SIDE_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+               "preprocessor_config.json")
+
+
+def _start_from(init: pathlib.Path, out: pathlib.Path):
+  """The target at `init` (fp32) for a continuation; its side files (config, tokenizer, template,
+  preprocessor) are copied into `out`, so the run keeps its token ids."""
+  from glance_jax.qwen3_vl.target import load_target
+  if not (init / "config.json").is_file() or not (init / "tokenizer.json").is_file():
+    raise ValueError(f"TargetTrainConfig.init_from {init}: not a target directory (config.json and "
+                     f"tokenizer.json expected)")
+  out.mkdir(parents=True, exist_ok=True)
+  for name in _SIDE_FILES:
+    if (init / name).is_file() and not (out / name).exists():
+      shutil.copyfile(init / name, out / name)
+  return load_target(init, dtype=jnp.float32)
+
+
 def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: TargetTrainConfig = TargetTrainConfig(),
                  *, log_every: int = 50, save_dtype=None, model_cfg: Qwen3VLConfig | None = None) -> pathlib.Path:
   """Trains the target; writes the HF checkpoint directory `out_dir` (tokenizer first, weights at the
@@ -236,9 +266,13 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
 
   out, work = pathlib.Path(out_dir), pathlib.Path(workdir)
   work.mkdir(parents=True, exist_ok=True)
-  model_cfg = model_cfg or testbed_config()
-  target = Target.random(model_cfg, seed=cfg.seed)
   kept = work / "tokenizer.json"     # the tokenizer the resumable state was trained with
+  if cfg.init_from:
+    target = _start_from(pathlib.Path(cfg.init_from), out)
+    model_cfg = target.config
+  else:
+    model_cfg = model_cfg or testbed_config()
+    target = Target.random(model_cfg, seed=cfg.seed)
   if not (out / "tokenizer.json").exists():
     # The side files (config, tokenizer trained on the suite, preprocessor) come first: the
     # processor that builds the training prompts is the one decoding will load.
@@ -252,7 +286,7 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
   processor = Processor.from_pretrained(str(out))
   maker = ExampleMaker(processor, model_cfg.eos_token_ids[0])
 
-  tx = make_optimizer(cfg)
+  tx, step_fn = compiled_step(target.graphdef, cfg)
   params = target.params
   opt_state = tx.init(params)
   state_path = work / "target_state.npz"
@@ -261,7 +295,6 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
   if restored is not None:
     start, params, opt_state = restored
     logger.info("resuming target training at step %d from %s", start, state_path)
-  step_fn = make_step(target.graphdef, tx)
   prefetch = _Prefetch(lambda s: make_batch(s, cfg, maker, model_cfg), start, cfg.steps)
   metrics_path = work / "target_metrics.jsonl"
   _truncate_metrics(metrics_path, start)  # steps after the restored state are logged again
