@@ -8,8 +8,15 @@ the CPU backend alone is asked for; tests/test_aot.py compiles for TPU topologie
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent compilation cache for every process of a run (both xdist workers and the
+# subprocesses of the sharding, AOT and multi-process tests): the same tiny programs are compiled
+# in many modules, and compiling dominates the suite's time on 2 cores. Entries are keyed by the
+# program, the compile options and the jax version, so a cache left by an earlier run is safe.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"glance_jax_xla_cache_{os.getuid()}"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 import gc  # noqa: E402
 

@@ -43,8 +43,11 @@ def main():
   from glance_jax.head import Head
   from glance_jax.testing.random_weights import lively
   single = dataclasses.replace(single, params=lively(single.params, 7))
-  head = Head.random(single, seed=3, num_layers=2)
-  head = dataclasses.replace(head, params=lively(head.params, 8))
+  from glance_jax.head.config import HeadConfig
+  from glance_jax.head.model import abstract_head
+  hc = HeadConfig.for_target(cfg, num_layers=2)
+  graphdef, abstract = abstract_head(hc)
+  head = Head(hc, graphdef, lively(abstract, 8))      # lively reads shapes only: no initialiser compiled
   # chain is glance's loop with another tree builder (nothing sharding-specific): not repeated here
   runs = [("glance", 15), ("ngram", 15)]
   refs = [generate(single, inputs, head=head, method=m, budget=b, max_new_tokens=12, stop_tokens=()) for m, b in runs]

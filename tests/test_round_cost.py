@@ -84,7 +84,7 @@ def test_round_cost_smallest_run(tmp_path, capsys):
 
 def test_gpu_8b_smoke_tiny(tmp_path, capsys):
   path = tmp_path / "g.json"
-  rep = gpu_8b.main(["--size", "tiny", "--context", "64", "--image", "64", "--new-tokens", "33", "--budgets", "1,3",
+  rep = gpu_8b.main(["--size", "micro", "--head-layers", "1", "--context", "64", "--image", "64", "--new-tokens", "33", "--budgets", "1,3",
                      "--repeats", "1", "--target-ms", "2", "--taus", "1:1.2,3:1.8", "--json", str(path)])
   out = capsys.readouterr().out
   assert "device: cpu" in out and "| N | draft ms" in out
@@ -92,4 +92,4 @@ def test_gpu_8b_smoke_tiny(tmp_path, capsys):
   assert saved["device_kind"] == rep["device_kind"] and saved["dtype"] == "bfloat16"
   assert saved["context"] == 64 and saved["ar_ms_per_token"] > 0
   _check_rows(saved["rows"], (1, 3))
-  assert saved["best"]["budget"] in (1, 3) and saved["head_layers"] == 5
+  assert saved["best"]["budget"] in (1, 3) and saved["head_layers"] == 1
