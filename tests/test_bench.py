@@ -266,8 +266,9 @@ def test_mismatch_and_interleaving_order():
                  runner.PromptRun([1.0], tok, np.zeros(3, int), np.ones(3))],
           "glance-15": [runner.PromptRun([0.5], tok, np.array([2]), np.ones(1)),
                         runner.PromptRun([0.5], np.array([5, 6, 8]), np.array([8]), np.ones(1))]}
-  s = rep.task_stats(runs, ms, ["p0", "p1"])
+  s = rep.task_stats(runs, ms, ["p0", "p1"], depth=8)
   g = s["glance-15"]
+  assert g["share_at_block_cap"] == pytest.approx(0.5) and s["ar"]["share_at_block_cap"] is None
   assert not g["lossless"] and g["mismatches"] == 1 and g["mismatch_ids"] == ["p1"]
   assert g["tau"] == pytest.approx(6.0) and g["share_a_ge_8"] == pytest.approx(0.5)
   assert g["speedup_vs_ar"]["speedup"] == pytest.approx(2.0)

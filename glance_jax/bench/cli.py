@@ -244,7 +244,7 @@ def run(args) -> dict[str, Any]:
     times_by_task[t.name] = rep.scaled_times(runs)
     tasks_out[t.name] = {"file": t.file, "n_prompts": len(ps), "prompt_ids": ids,
                          "skipped_rows": t.skipped_rows,
-                         "methods": rep.task_stats(runs, methods, ids, seed=args.seed),
+                         "methods": rep.task_stats(runs, methods, ids, seed=args.seed, depth=block_size - 1),
                          "entropy_law": None, "image_test": None,
                          "tree_over_chain": rep.tree_over_chain(runs, methods, seed=args.seed)}
   if progress is not None:

@@ -13,6 +13,8 @@ Definitions (per task and method, over its prompts; docs/benchmarking.md has the
   best other        the method other than this one with the lowest total time (best speedup)
   share_a_ge_8      share of rounds whose accepted length a (draft tokens accepted, not counting the
                     target's own token) is >= 8
+  share_at_block_cap  share of rounds that accepted a whole block (a = L = block_size - 1): the draft,
+                    not the target's uncertainty, ended them (None for AR)
   lossless          every timed run of every prompt emitted AR's tokens (AR: its own first run)
   tree_over_chain   tau of glance at the largest fixed budget N over chain's tau, with a paired
                     bootstrap 95% interval over prompts (the paper's 1.45-1.49x at N = 63)
@@ -56,7 +58,7 @@ def scaled_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.ndarra
 
 
 def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptRun]],
-                 ids: Sequence[str], times: Mapping[str, np.ndarray], seed: int) -> dict[str, Any]:
+                 ids: Sequence[str], times: Mapping[str, np.ndarray], seed: int, depth: int = 15) -> dict[str, Any]:
   rs = runs[label]
   a = np.concatenate([r.accepted for r in rs]).astype(np.int64)
   h = np.concatenate([r.root_entropy for r in rs]).astype(np.float64)
@@ -78,6 +80,9 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       "ms_per_token": 1e3 * total_s / max(new_tokens, 1),
       "speedup_vs_ar": cmp["vs_base"], "speedup_vs_best_other": cmp["vs_best_other"],
       "share_a_ge_8": float(np.mean(a >= A_LONG)) if a.size else None,
+      # rounds that accepted a whole block (a = depth = block_size - 1): where the draft, not the
+      # target's uncertainty, ended the round
+      "share_at_block_cap": float(np.mean(a >= depth)) if a.size and method.method != "ar" else None,
       "mean_root_entropy": float(np.mean(h)) if h.size else None,
       "lossless": all(ok), "mismatches": int(len(ok) - sum(ok)),
       "mismatch_ids": [i for i, good in zip(ids, ok) if not good],
@@ -101,9 +106,10 @@ def _round_records(r: PromptRun) -> dict[str, Any]:
 
 
 def task_stats(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],
-               ids: Sequence[str], seed: int = 0) -> dict[str, dict[str, Any]]:
+               ids: Sequence[str], seed: int = 0, depth: int = 15) -> dict[str, dict[str, Any]]:
+  """depth: the drafters' block depth L = block_size - 1 (share_at_block_cap counts rounds at it)."""
   times = scaled_times(runs)
-  return {m.label: method_stats(m.label, m, runs, ids, times, seed) for m in methods}
+  return {m.label: method_stats(m.label, m, runs, ids, times, seed, depth) for m in methods}
 
 
 def geomean_speedups(times_by_task: Mapping[str, Mapping[str, np.ndarray]], methods: Sequence[Method],
@@ -227,7 +233,8 @@ PER_PROMPT = {"id": str, "new_tokens": int, "rounds": int, "tau": NUM, "times_s"
 METHOD_STATS = {
     "method": str, "budget": int, "ablate": OPT_STR, "n_prompts": int, "new_tokens": int, "rounds": int, "tau": NUM,
     "tokens_per_round": OPT_NUM, "ms_per_token": NUM, "speedup_vs_ar": SPEEDUP,
-    "speedup_vs_best_other": Opt(SPEEDUP), "share_a_ge_8": OPT_NUM, "mean_root_entropy": OPT_NUM,
+    "speedup_vs_best_other": Opt(SPEEDUP), "share_a_ge_8": OPT_NUM, "share_at_block_cap": OPT_NUM,
+    "mean_root_entropy": OPT_NUM,
     "lossless": bool, "mismatches": int, "mismatch_ids": [str], "per_prompt": [PER_PROMPT],
 }
 # One task's entropy-law entry: analysis.entropy_law.analyze()["tasks"][task] (see its docstring).
