@@ -38,6 +38,22 @@ def test_decode_default_runs(tmp_path, capsys):
   assert json.loads(out.read_text())["tokens"] == res["tokens"]
 
 
+def test_regime_widens_the_testbed_pair(monkeypatch, ckpt):
+  """--regime memory decodes with the widened testbed pair (x2 here; x8 in the regime): the same
+  tokens as the pair as trained; with --model it is an error naming the flag."""
+  from glance_jax.testbed import regimes
+  monkeypatch.setitem(regimes.WIDTH, "memory", 2)
+  seen = []
+  real = regimes.widen_pair
+  monkeypatch.setattr(regimes, "widen_pair", lambda t, h, r: seen.append(r) or real(t, h, r))
+  base = ["--max-new-tokens", "10", "--budget", "15"]
+  small = cli.main(base)
+  wide = cli.main(base + ["--regime", "memory"])
+  assert seen == ["memory"] and wide["tokens"] == small["tokens"] and wide["accepted"] == small["accepted"]
+  with pytest.raises(ValueError, match="--regime is the shipped testbed's"):
+    cli.main(["--model", str(ckpt / "model"), "--regime", "memory"])
+
+
 def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
   base = ["--model", str(ckpt / "model"), "--image", str(ckpt / "x.png"), "--image", str(ckpt / "x.png"),
           "--prompt", "Compare the two pictures.", "--max-new-tokens", "12", "--budget", "15"]

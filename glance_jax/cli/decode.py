@@ -2,9 +2,10 @@
 text and a one-line summary (new tokens, rounds, tau, ms/token, tokens/s).
 
 With no arguments at all it runs the shipped CPU testbed's demo (glance_jax/testbed/demo.py): a few
-grounded and open held-out prompts decoded with AR and GLANCE. Without --model, a single-prompt run
-uses the testbed's target and head (and a held-out table image and question unless --image /
---prompt are given); if the testbed is absent, a tiny random checkpoint and a random head."""
+grounded and open held-out prompts decoded with AR and GLANCE (`--regime memory` alone: the same demo
+with the pair widened to a memory-bound size). Without --model, a single-prompt run uses the
+testbed's target and head (and a held-out table image and question unless --image / --prompt are
+given), in --regime if given; if the testbed is absent, a tiny random checkpoint and a random head."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
   p.add_argument("--mesh", default=None, help="data,fsdp,tensor sizes, e.g. 1,1,8 (default: one device)")
+  p.add_argument("--regime", choices=("compute", "memory"), default=None,
+                 help="the testbed's cost regime (glance_jax/testbed/regimes.py: memory = the pair widened x8 "
+                      "at load, a memory-bound AR step); alone, `decode.py --regime memory` runs the demo in it")
   p.add_argument("--json", dest="json_out", help="write the result as JSON here")
   return p
 
@@ -72,6 +76,8 @@ def run(args) -> dict:
     raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
   mesh = make_mesh([int(x) for x in args.mesh.split(",")]) if args.mesh else None
   use_testbed = args.model is None and testbed.available()
+  if args.regime and not use_testbed:
+    raise ValueError("--regime is the shipped testbed's (no --model, testbed/ present)")
   if use_testbed:
     example = read_task_file(testbed.task_files()[0], on_error="raise")[0]
     path = testbed.TARGET
@@ -94,6 +100,9 @@ def run(args) -> dict:
       raise ValueError(f"--method {args.method} needs --head with --model (or use --method ar / ngram)")
     else:
       head = Head.random(target, seed=0, num_layers=2)
+  if args.regime:
+    from glance_jax.testbed import regimes
+    target, head = regimes.widen_pair(target, head, args.regime)
   kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
             round_cost=round_cost)
@@ -128,7 +137,14 @@ def main(argv=None) -> dict:
     if testbed.available():  # the embedded default: the testbed demo, AR vs GLANCE
       from glance_jax.testbed.demo import run_demo
       return {"demo": run_demo()}
-  return run(parser().parse_args(argv))
+  args = parser().parse_args(argv)
+  defaults = {**vars(parser().parse_args([])), "regime": args.regime}
+  if args.regime and vars(args) == defaults:   # `decode.py --regime R` alone: the demo in that regime
+    from glance_jax.testbed import paths as testbed
+    if testbed.available():
+      from glance_jax.testbed.demo import run_demo
+      return {"demo": run_demo(regime=args.regime)}
+  return run(args)
 
 
 def cli_main() -> None:
