@@ -176,6 +176,13 @@ def test_entropy_law_plots_progress_and_image_test(bench):
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   assert any(p.endswith("deciles.png") for p in r["plots"])
   assert any(p.endswith("speedup_vs_budget.png") for p in r["plots"])
+  assert any(p.endswith("paper_panels.png") for p in r["plots"])     # tree/chain, fused/zeroed, speedup vs N
+  panels = rep.paper_panel_rows(r)
+  assert set(panels) == set(r["tasks"])
+  for name, row in panels.items():
+    t = r["tasks"][name]["methods"]
+    assert row["zeroed_tau"] == t["glance-63[zero-context]"]["tau"] and row["fused_tau"] == t["glance-63"]["tau"]
+    assert [n for n, *_ in row["speedups"]] == [15, 63]
   assert "compile" in bench["stderr"]   # the progress line
   assert r["tasks"]["synthetic"]["image_test"] == {"records": 2, "budget": 63}
   assert bench["calls"][0] == dict(n=2, budget=63, max_new_tokens=MAX_NEW, seed=3, head=True, target=True)

@@ -21,7 +21,7 @@ only for plots, imported inside the plotting functions so this package imports w
     paired_bootstrap_ratio, paired_bootstrap_diff, paired_bootstrap_ratio_of_ratios,
     geometric_mean, bootstrap_geomean_ratio, compare_methods
 
-  Plots (PNG): plot_deciles, plot_cap_vs_floor, plot_speedup_vs_budget
+  Plots (PNG): plot_deciles, plot_cap_vs_floor, plot_speedup_vs_budget, plot_paper_panels
 """
 
 from glance_jax.analysis.bootstrap import (
@@ -33,7 +33,7 @@ from glance_jax.analysis.entropy_law import (
 from glance_jax.analysis.isotonic import isotonic_fit
 from glance_jax.analysis.law_report import (
     decile_markdown, law_checks, slope_difference, summary_markdown)
-from glance_jax.analysis.plots import plot_cap_vs_floor, plot_deciles, plot_speedup_vs_budget
+from glance_jax.analysis.plots import plot_cap_vs_floor, plot_deciles, plot_paper_panels, plot_speedup_vs_budget
 
 __all__ = [
     "CommonSlopeFit", "DecileTable", "EntropyLawFit", "analyze", "copy_regime", "decile_table",
@@ -41,5 +41,5 @@ __all__ = [
     "weighted_r2", "decile_markdown", "law_checks", "slope_difference", "summary_markdown",
     "bootstrap_geomean_ratio", "compare_methods", "geometric_mean", "paired_bootstrap_diff",
     "paired_bootstrap_ratio", "paired_bootstrap_ratio_of_ratios",
-    "plot_cap_vs_floor", "plot_deciles", "plot_speedup_vs_budget",
+    "plot_cap_vs_floor", "plot_deciles", "plot_paper_panels", "plot_speedup_vs_budget",
 ]

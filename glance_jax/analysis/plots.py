@@ -145,3 +145,58 @@ def plot_speedup_vs_budget(rows: Iterable[Mapping[str, Any]], path: str | pathli
   ax.set_title(title, fontsize=9)
   ax.legend(fontsize=7)
   return _save(fig, path)
+
+
+def plot_paper_panels(tasks: Mapping[str, Mapping[str, Any]], path: str | pathlib.Path, *,
+                      title: str = "") -> pathlib.Path:
+  """The paper's three comparisons in one figure, per task: (a) tree against chain (tau of chain and
+  of glance at the largest budget, the ratio's 95% interval written above), (b) fused against zeroed
+  conditioning (tau of the head with and without the target's features), (c) speedup over AR
+  against the budget N with bootstrap intervals.
+
+  tasks: name -> {"chain_tau", "tree_tau", "tree_label", "ratio", "lo", "hi" (tree over chain;
+  any may be None), "fused_tau", "zeroed_tau" (None when not run), "speedups": [(N, s, lo, hi)]}."""
+  names = list(tasks)
+  fig, axes = _figure(3, 3, (4.2, 3.4))
+  x = np.arange(len(names))
+  w = 0.38
+  ax = axes[0]
+  chain = [_nan(tasks[n].get("chain_tau")) for n in names]
+  tree = [_nan(tasks[n].get("tree_tau")) for n in names]
+  ax.bar(x - w / 2, chain, w, label="chain", color="C7")
+  ax.bar(x + w / 2, tree, w, label=next((tasks[n]["tree_label"] for n in names if tasks[n].get("tree_label")),
+                                        "tree"), color="C0")
+  for i, n in enumerate(names):
+    t = tasks[n]
+    if t.get("ratio") is not None:
+      ci = f"\n[{t['lo']:.2f}, {t['hi']:.2f}]" if t.get("lo") is not None else ""
+      ax.annotate(f"{t['ratio']:.2f}x{ci}", (i, np.nanmax([chain[i], tree[i], 0])), ha="center",
+                  va="bottom", fontsize=6)
+  ax.set_title("(a) tree vs chain: tau", fontsize=9)
+  ax2 = axes[1]
+  fused = [_nan(tasks[n].get("fused_tau")) for n in names]
+  zeroed = [_nan(tasks[n].get("zeroed_tau")) for n in names]
+  ax2.bar(x - w / 2, fused, w, label="fused conditioning", color="C0")
+  ax2.bar(x + w / 2, zeroed, w, label="zeroed", color="C3")
+  ax2.set_title("(b) fused vs zeroed conditioning: tau", fontsize=9)
+  for a in (ax, ax2):
+    a.set_xticks(x, names, fontsize=7)
+    a.set_ylabel("tau (tokens per round)")
+    a.legend(fontsize=7)
+  ax3 = axes[2]
+  for i, n in enumerate(names):
+    pts = sorted(tasks[n].get("speedups") or [])
+    if not pts:
+      continue
+    nn, s, lo, hi = (np.array([_nan(v) for v in c]) for c in zip(*pts))
+    yerr = np.vstack([np.nan_to_num(s - lo), np.nan_to_num(hi - s)]).clip(min=0)
+    ax3.errorbar(nn, s, yerr=yerr, fmt="-o", ms=3, capsize=2, lw=1.2, color=f"C{i % 10}", label=n)
+  ax3.axhline(1.0, ls=":", color="gray")
+  ax3.set_xscale("log", base=2)
+  ax3.set_xlabel("budget N (tree nodes)")
+  ax3.set_ylabel("speedup over AR")
+  ax3.set_title("(c) speedup vs N", fontsize=9)
+  ax3.legend(fontsize=7)
+  if title:
+    fig.suptitle(title, fontsize=9)
+  return _save(fig, path)

@@ -428,4 +428,36 @@ def write_plots(report: Mapping[str, Any], out_dir: str) -> list[str]:
   if rows:
     rows = [{k: (v if v is not None else r["speedup"]) for k, v in r.items()} for r in rows]
     paths.append(plot_speedup_vs_budget(rows, os.path.join(out_dir, "speedup_vs_budget.png")))
+  panels = paper_panel_rows(report)
+  if panels:
+    from glance_jax.analysis import plot_paper_panels
+    paths.append(plot_paper_panels(panels, os.path.join(out_dir, "paper_panels.png"),
+                                   title=f"regime: {report['config'].get('regime') or 'as loaded'}"))
   return [str(p) for p in paths]
+
+
+def paper_panel_rows(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+  """Per task, what plot_paper_panels draws: tree over chain, fused vs zeroed conditioning (the
+  ablated method against the one it ablates), speedup against N; {} when no glance-N ran."""
+  fixed = {m["label"]: m["budget"] for m in report["methods"]
+           if m["method"] == "glance" and not m.get("auto") and not m.get("ablate")}
+  zeroed = next((m["label"] for m in report["methods"] if m.get("ablate") == "zero-context"), None)
+  if not fixed:
+    return {}
+  out = {}
+  for name, t in report["tasks"].items():
+    ms = t["methods"]
+    toc = t.get("tree_over_chain") or {}
+    base = zeroed.split("[")[0] if zeroed else None
+    out[name] = {
+        "chain_tau": ms["chain"]["tau"] if "chain" in ms else None, "tree_tau": toc.get("tree_tau"),
+        "tree_label": toc.get("tree"), "ratio": toc.get("ratio"), "lo": toc.get("lo"), "hi": toc.get("hi"),
+        "fused_tau": ms[base]["tau"] if base in ms else None,
+        "zeroed_tau": ms[zeroed]["tau"] if zeroed in ms else None,
+        "speedups": [(n, ms[label]["speedup_vs_ar"]["speedup"],
+                      ms[label]["speedup_vs_ar"]["lo"] if ms[label]["speedup_vs_ar"]["lo"] is not None
+                      else ms[label]["speedup_vs_ar"]["speedup"],
+                      ms[label]["speedup_vs_ar"]["hi"] if ms[label]["speedup_vs_ar"]["hi"] is not None
+                      else ms[label]["speedup_vs_ar"]["speedup"])
+                     for label, n in fixed.items() if label in ms]}
+  return out
