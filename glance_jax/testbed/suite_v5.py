@@ -38,7 +38,7 @@ READING_END = "\n\n"      # the reading part ends here; evaluate.score scores on
 # The build's target recipe (TargetTrainConfig fields; glance_jax/testbed/build.py): v4's shipped
 # target (it reads these images already) continued on v5's stream with its tokenizer. Longest
 # prompt + answer: see tests/test_testbed_suite.py::test_v5_answer_lengths.
-TARGET_TRAIN = {"init_from": "v4", "seq_len": 256, "steps": 4000, "lr": 1e-3, "warmup": 200}
+TARGET_TRAIN = {"init_from": "v4", "seq_len": 256, "steps": 2500, "lr": 1e-3, "warmup": 200}
 ANSWER_TOKENS = 224       # max_new_tokens that covers every answer (evaluation, benchmarks)
 
 _SEP_P = 0.55             # table: "; " or ", " after each row
