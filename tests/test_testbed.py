@@ -283,10 +283,9 @@ def test_glance_is_lossless_on_the_testbed_and_grounded_tasks_accept_more(shippe
   from glance_jax.qwen3_vl.inputs import prepare_inputs
   from glance_jax.testbed import regimes
   target, processor, head, records = shipped
-  monkey = pytest.MonkeyPatch()
-  monkey.setitem(regimes.WIDTH, "memory", 2)
-  wide, wide_head = regimes.widen_pair(target, head, "memory")
-  monkey.undo()
+  with pytest.MonkeyPatch.context() as m:
+    m.setitem(regimes.WIDTH, "memory", 2)
+    wide, wide_head = regimes.widen_pair(target, head, "memory")
   assert wide.config.text.hidden_size == 2 * target.config.text.hidden_size
   tau, entropy = {}, {}
   for task in paths.suite().TASKS:

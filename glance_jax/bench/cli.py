@@ -190,10 +190,7 @@ def run(args) -> dict[str, Any]:
   model, head_path, files = default_bench_inputs(args.model, args.head, args.task_files)
   from glance_jax.testbed import paths as testbed_paths
   from glance_jax.testbed import regimes
-  on_testbed = not args.model and testbed_paths.available()
-  if args.regime and not on_testbed:
-    raise ValueError("--regime is the shipped testbed's (no --model, testbed/ present)")
-  regime = (args.regime or regimes.DEFAULT) if on_testbed else None
+  regime = regimes.resolve(args.regime, not args.model and testbed_paths.available())
 
   target = load_target(model, dtype=DTYPES[args.dtype])
   head = Head.load(head_path, target=target) if head_path else (

@@ -421,12 +421,11 @@ def write_plots(report: Mapping[str, Any], out_dir: str) -> list[str]:
       paths.append(plot_cap_vs_floor(analysis, os.path.join(out_dir, "cap_vs_floor.png")))
   budget = {m["label"]: m["budget"] for m in report["methods"]
             if m["method"] == "glance" and not m.get("auto") and not m.get("ablate")}
-  rows = [{"task": name, "N": budget[label], **t["methods"][label]["speedup_vs_ar"]}
+  rows = [{"task": name, "N": budget[label], **_filled(t["methods"][label]["speedup_vs_ar"])}
           for name, t in report["tasks"].items() for label in budget]
-  rows += [{"task": "geomean", "N": budget[label], **report["geomean"][label]}
+  rows += [{"task": "geomean", "N": budget[label], **_filled(report["geomean"][label])}
            for label in budget if label in report["geomean"]]
   if rows:
-    rows = [{k: (v if v is not None else r["speedup"]) for k, v in r.items()} for r in rows]
     paths.append(plot_speedup_vs_budget(rows, os.path.join(out_dir, "speedup_vs_budget.png")))
   panels = paper_panel_rows(report)
   if panels:
@@ -436,28 +435,29 @@ def write_plots(report: Mapping[str, Any], out_dir: str) -> list[str]:
   return [str(p) for p in paths]
 
 
+def _filled(speedup: Mapping[str, Any]) -> dict[str, Any]:
+  """A speedup entry with a missing interval bound (fewer than 2 prompts) set to the speedup."""
+  return {k: (v if v is not None else speedup["speedup"]) for k, v in speedup.items()}
+
+
 def paper_panel_rows(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
   """Per task, what plot_paper_panels draws: tree over chain, fused vs zeroed conditioning (the
   ablated method against the one it ablates), speedup against N; {} when no glance-N ran."""
   fixed = {m["label"]: m["budget"] for m in report["methods"]
            if m["method"] == "glance" and not m.get("auto") and not m.get("ablate")}
   zeroed = next((m["label"] for m in report["methods"] if m.get("ablate") == "zero-context"), None)
+  fused = zeroed.split("[")[0] if zeroed else None     # the method the ablation ablates
   if not fixed:
     return {}
   out = {}
   for name, t in report["tasks"].items():
     ms = t["methods"]
     toc = t.get("tree_over_chain") or {}
-    base = zeroed.split("[")[0] if zeroed else None
     out[name] = {
         "chain_tau": ms["chain"]["tau"] if "chain" in ms else None, "tree_tau": toc.get("tree_tau"),
         "tree_label": toc.get("tree"), "ratio": toc.get("ratio"), "lo": toc.get("lo"), "hi": toc.get("hi"),
-        "fused_tau": ms[base]["tau"] if base in ms else None,
+        "fused_tau": ms[fused]["tau"] if fused in ms else None,
         "zeroed_tau": ms[zeroed]["tau"] if zeroed in ms else None,
-        "speedups": [(n, ms[label]["speedup_vs_ar"]["speedup"],
-                      ms[label]["speedup_vs_ar"]["lo"] if ms[label]["speedup_vs_ar"]["lo"] is not None
-                      else ms[label]["speedup_vs_ar"]["speedup"],
-                      ms[label]["speedup_vs_ar"]["hi"] if ms[label]["speedup_vs_ar"]["hi"] is not None
-                      else ms[label]["speedup_vs_ar"]["speedup"])
+        "speedups": [(n, *(_filled(ms[label]["speedup_vs_ar"])[k] for k in ("speedup", "lo", "hi")))
                      for label, n in fixed.items() if label in ms]}
   return out

@@ -237,7 +237,8 @@ def split(*, sizes=("tiny", "small"), budgets=(15, 31, 63), context: int = 300, 
       target = widen_target(target, widen)
       head = widen_head(head, widen, target=target)
     prompt = long_prompt(cfg, context, seed, image)
-    out.append(split_size(target, head, prompt, size=size if widen == 1 else f"{size} x{widen}", budgets=budgets, target_ms=target_ms,
+    label = size if widen == 1 else f"{size} x{widen}"
+    out.append(split_size(target, head, prompt, size=label, budgets=budgets, target_ms=target_ms,
                           repeats=repeats, new_tokens=new_tokens, chain=chain, seed=seed, t_start=t_start,
                           log=log))
   return dict(repeats=repeats, results=out)

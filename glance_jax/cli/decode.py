@@ -76,8 +76,8 @@ def run(args) -> dict:
     raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
   mesh = make_mesh([int(x) for x in args.mesh.split(",")]) if args.mesh else None
   use_testbed = args.model is None and testbed.available()
-  if args.regime and not use_testbed:
-    raise ValueError("--regime is the shipped testbed's (no --model, testbed/ present)")
+  from glance_jax.testbed import regimes
+  regimes.resolve(args.regime, use_testbed)     # --regime with --model is an error
   if use_testbed:
     example = read_task_file(testbed.task_files()[0], on_error="raise")[0]
     path = testbed.TARGET
@@ -101,7 +101,6 @@ def run(args) -> dict:
     else:
       head = Head.random(target, seed=0, num_layers=2)
   if args.regime:
-    from glance_jax.testbed import regimes
     target, head = regimes.widen_pair(target, head, args.regime)
   kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,

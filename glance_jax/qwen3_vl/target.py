@@ -43,15 +43,18 @@ def _vision_arrays(grid: bytes, shape: tuple, num_position_embeddings: int, spat
   return tuple((k, jnp.asarray(a)) for k, a in meta.as_dict().items())
 
 
-@functools.lru_cache(maxsize=8)
 def _random_init(cfg: Qwen3VLConfig, seed: int, dtype, out_shardings=None):
-  """The jitted initialiser of one (config, seed, dtype), kept: compiling it costs ~15 s on 2 cores,
-  and tests and resumed trainings ask for the same one again in one process."""
+  """The jitted initialiser of one (config, seed, dtype), placed by `out_shardings` when given."""
   from glance_jax.qwen3_vl.model import build_model
 
   def create():
     return nnx.split(build_model(cfg, dtype=dtype, rngs=nnx.Rngs(seed)))[1]
   return jax.jit(create, out_shardings=out_shardings)
+
+
+# Unsharded initialisers are kept: compiling one costs ~15 s on 2 cores, and tests and resumed
+# trainings ask for the same one again in one process (sharded ones take an unhashable State).
+_cached_random_init = functools.lru_cache(maxsize=8)(_random_init)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -72,10 +75,9 @@ class Target(JitArgs):
     """Random weights, created already sharded when a mesh is given (init under jit)."""
     graphdef, abstract = abstract_model(cfg, dtype)
     if mesh is None:
-      params = _random_init(cfg, seed, dtype)()
+      params = _cached_random_init(cfg, seed, dtype)()
     else:
-      create = _random_init.__wrapped__(cfg, seed, dtype, shd.state_shardings(abstract, mesh, rules))
-      params = create()
+      params = _random_init(cfg, seed, dtype, shd.state_shardings(abstract, mesh, rules))()
     return cls(cfg, graphdef, params, dtype, mesh)
 
   def shard(self, mesh: Mesh, rules=shd.DEFAULT_RULES) -> "Target":

@@ -30,6 +30,16 @@ def check(regime: str) -> str:
   return regime
 
 
+def resolve(regime: str | None, on_testbed: bool) -> str | None:
+  """The regime a run uses: the one asked for, or DEFAULT, on the shipped testbed; None for any
+  other model, where asking for one is an error naming the flag."""
+  if not on_testbed:
+    if regime:
+      raise ValueError("--regime is the shipped testbed's (no --model, testbed/ present)")
+    return None
+  return check(regime or DEFAULT)
+
+
 def widen_pair(target, head, regime: str):
   """(target, head) in `regime` (the compute regime returns them as they are)."""
   k = WIDTH[check(regime)]

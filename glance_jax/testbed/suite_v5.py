@@ -15,12 +15,11 @@ in a free part whose wording the image does not determine.
   caption      (the open task) adds a free adjective per shape, drawn from six: little to read, much
                to choose, so its answers have more forks a token than the grounded ones.
 
-Answers are 96-192 tokens with the shipped tokenizer (tests/test_testbed_suite.py). The image
+Answers are 92-162 tokens with the shipped tokenizer (tests/test_testbed_suite.py). The image
 sizes, scenes, drawings and seed salts are v4's: held-out record i shows v4's held-out record i.
 """
 
 from __future__ import annotations
-
 
 from glance_jax.testbed import suite_v4 as v4
 from glance_jax.testbed.stream import HELDOUT_RESERVED, OFFSET, SPLITS, Scene, Stream, record_index  # noqa: F401
@@ -100,12 +99,12 @@ def _slots(s: Scene) -> list[dict]:
   return [{"shape": f} for f in s.fields]
 
 
-def _explanation(s: Scene, rng, order: list[int]) -> str:
+def _explanation(s: Scene, rng, slots: list[dict]) -> str:
+  """Opener, one clause per slot in the given order, closer."""
   ex = _EXPLAIN[s.task]
   sentences = [_pick(rng, ex["open"])]
-  slots = _slots(s)
-  for k, i in enumerate(order):
-    slot = dict(slots[i])
+  for k, slot in enumerate(slots):
+    slot = dict(slot)
     if s.task == "caption":
       slot["adj"] = _pick(rng, _ADJECTIVES)
     clause = _pick(rng, ex["clause"]).format(**slot)
@@ -118,10 +117,10 @@ def _explanation(s: Scene, rng, order: list[int]) -> str:
 
 def _answer(s: Scene, rng) -> str:
   reading = _reading(s, rng)
-  order = list(range(len(_slots(s))))
+  slots = _slots(s)
   if s.task == "chart" and reading.startswith("F"):      # explain in the order the bars were read
-    order = order[::-1]
-  return reading + READING_END + _explanation(s, rng, order)
+    slots = slots[::-1]
+  return reading + READING_END + _explanation(s, rng, slots)
 
 
 def reading(answer: str) -> str:
