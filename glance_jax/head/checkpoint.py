@@ -9,11 +9,9 @@ and each failure is one line naming both values.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pathlib
-import uuid
 
 import jax.numpy as jnp
 import numpy as np
@@ -24,7 +22,7 @@ from glance_jax import sharding as shd
 from glance_jax.config import ConfigError, Qwen3VLConfig
 from glance_jax.head.config import HeadConfig
 from glance_jax.head.model import abstract_head
-from glance_jax.io import CheckpointError, check_keys, index_checkpoint, resolve_checkpoint_dir, save_tensors
+from glance_jax.io import CheckpointError, check_keys, index_checkpoint, resolve_checkpoint_dir, save_tensors, write_json
 from glance_jax.qwen3_vl.weights import expected_keys, load_state, state_tensors
 
 logger = logging.getLogger(__name__)
@@ -47,10 +45,7 @@ def save_head(out_dir: str | os.PathLike, cfg: HeadConfig, params: nnx.State, *,
   check_keys({k: v.shape for k, v in tensors.items()}, want, where=f"save_head({root})")
   saved = np.dtype(dtype if dtype is not None else next(iter(tensors.values())).dtype)
   save_tensors(root, tensors)
-  text = json.dumps(cfg.to_dflash_dict(dtype=saved.name), indent=2, sort_keys=True) + "\n"
-  tmp = root / f".config.json.{uuid.uuid4().hex[:8]}.tmp"  # atomic: readers never see half a file
-  tmp.write_text(text)
-  os.replace(tmp, root / "config.json")
+  write_json(root / "config.json", cfg.to_dflash_dict(dtype=saved.name))
   return root
 
 

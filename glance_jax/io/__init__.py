@@ -14,7 +14,7 @@ from glance_jax.io.format import TensorEntry
 from glance_jax.io.hub import resolve_checkpoint_dir
 from glance_jax.io.index import index_checkpoint, tensor_nbytes
 from glance_jax.io.load import check_keys, load_tensors
-from glance_jax.io.save import save_tensors
+from glance_jax.io.save import save_tensors, write_json
 
 __all__ = [
     "CheckpointError",
@@ -26,4 +26,5 @@ __all__ = [
     "resolve_checkpoint_dir",
     "save_tensors",
     "tensor_nbytes",
+    "write_json",
 ]

@@ -102,6 +102,14 @@ def _atomic_write(path: pathlib.Path, write: Callable[[pathlib.Path], None]) -> 
     raise
 
 
+def write_json(path: str | os.PathLike, obj) -> pathlib.Path:
+  """obj as indented, key-sorted JSON at `path`, atomically (a config.json beside the tensors)."""
+  path = pathlib.Path(path)
+  text = json.dumps(obj, indent=2, sort_keys=True) + "\n"
+  _atomic_write(path, lambda tmp: tmp.write_text(text))
+  return path
+
+
 def _write_shard(path: pathlib.Path, items: Sequence[_SaveItem],
                  metadata: Mapping[str, str]) -> None:
   _atomic_write(path, lambda tmp: save_file({i.key: _host(i) for i in items}, str(tmp),

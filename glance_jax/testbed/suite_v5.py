@@ -37,7 +37,7 @@ READING_END = "\n\n"      # the reading part ends here; evaluate.score scores on
 # target (it reads these images already, under these questions) continued on v5's stream with its
 # tokenizer, at a peak learning rate of 3e-4. Longest prompt + answer: see
 # tests/test_testbed_suite.py::test_v5_answer_lengths.
-TARGET_TRAIN = {"init_from": "v4", "seq_len": 256, "steps": 2500, "lr": 3e-4, "warmup": 300}
+TARGET_TRAIN = {"init_from": "v4", "seq_len": 256, "steps": 1200, "lr": 3e-4, "warmup": 120}
 ANSWER_TOKENS = 224       # max_new_tokens that covers every answer (evaluation, benchmarks)
 
 _SEP_P = 0.55             # table: "; " or ", " after each row
