@@ -10,6 +10,7 @@ import pytest
 from glance_jax.bench import random_models
 from glance_jax.config import tiny_config
 from glance_jax.cli import decode as cli
+from glance_jax.eagle3 import Eagle3Config, init_eagle3, save_eagle3, vocab_map_from_counts
 from glance_jax.head import save_head
 from glance_jax.testing.checkpoint import make_tiny_checkpoint
 
@@ -22,6 +23,13 @@ def ckpt(tmp_path_factory):
   save_head(root / "head", head.config, head.params)
   deep = random_models.make_head(random_models.make_target(tiny_config(layers=8), 0), 4, 1)
   save_head(root / "deep_head", deep.config, deep.params)
+  t = tiny_config().text
+  e3 = Eagle3Config(hidden_size=t.hidden_size, intermediate_size=t.intermediate_size,
+                    num_attention_heads=t.num_attention_heads, num_key_value_heads=t.num_key_value_heads,
+                    head_dim=t.head_dim, vocab_size=t.vocab_size, draft_vocab_size=t.vocab_size // 2,
+                    mrope_section=t.mrope_section, aux_layer_ids=(0, 1, t.num_hidden_layers - 1))
+  d2t, t2d = vocab_map_from_counts(np.random.default_rng(0).integers(0, 9, t.vocab_size), e3.draft_vocab_size)
+  save_eagle3(root / "eagle3_head", e3, init_eagle3(e3, seed=1)[1], d2t, t2d)
   from glance_jax.demo import default_image
   default_image(seed=3).save(root / "x.png")
   (root / "not_an_image.png").write_text("hello")
@@ -62,6 +70,9 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
   for method in ("ngram", "chain", "glance"):
     res = cli.main(base + ["--method", method, "--head", str(ckpt / "head")])
     assert res["tokens"] == ref["tokens"], method
+  for method in ("eagle3", "eagle3-chain"):
+    res = cli.main(base + ["--method", method, "--head", str(ckpt / "eagle3_head")])
+    assert res["tokens"] == ref["tokens"], method
   auto = cli.main(base[:-2] + ["--method", "glance", "--budget", "auto", "--head", str(ckpt / "head")])
   assert auto["tokens"] == ref["tokens"] and auto["widths"] and set(auto["widths"]) <= {0, 15, 31, 63}
 
@@ -72,6 +83,8 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
     (["--image", "{root}/nope.png"], ["nope.png"]),
     (["--image", "{root}/not_an_image.png"], ["not_an_image.png"]),
     (["--model", "{root}/model", "--method", "glance"], ["needs --head"]),
+    (["--model", "{root}/model", "--method", "eagle3"], ["needs --head", "EAGLE-3"]),
+    (["--model", "{root}/model", "--method", "eagle3", "--head", "{root}/head"], ["config.json", "EAGLE-3"]),
     (["--model", "{root}/model", "--head", "{root}/deep_head"], ["target_layer_ids", "depth 4"]),
     (["--method", "chain", "--budget", "auto"], ["--budget auto needs --method glance"]),
     (["--budget", "auto", "--round-cost", "{root}/nope.json"], ["nope.json"]),

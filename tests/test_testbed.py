@@ -239,7 +239,7 @@ def _fields_read(task, answers, recs) -> float:
   """Share of the clear fields (what the image shows for sure) the answers got right."""
   s = paths.suite()
   scenes = [s.record(task, "heldout", s.record_index(r.id))[0] for r in recs]
-  return evaluate.pool_scores([evaluate.score(task, a, sc) for a, sc in zip(answers, scenes)])["fields_clear"]
+  return evaluate.pool_scores([evaluate.score(task, s.reading(a), sc) for a, sc in zip(answers, scenes)])["fields_clear"]
 
 
 def test_shipped_target_logits_equal_transformers(shipped):

@@ -93,7 +93,9 @@ def parser() -> argparse.ArgumentParser:
                  help="the shipped testbed's cost regime (glance_jax/testbed/regimes.py): compute = the "
                       "trained pair as it is, memory = widened x8 at load (every logit and draft "
                       "unchanged; a memory-bound AR step); default: regimes.DEFAULT; testbed only")
-  p.add_argument("--max-new-tokens", type=int, default=64)
+  p.add_argument("--max-new-tokens", type=int, default=None,
+                 help="default: the shipped testbed suite's ANSWER_TOKENS (every answer runs to its end) "
+                      "on the testbed, else 64")
   p.add_argument("--limit", type=int, default=None, help="first N prompts of each task")
   p.add_argument("--repeats", type=int, default=3, help="timed runs per prompt and method")
   p.add_argument("--cold", action="store_true", help="time each call right after another method's (per "
@@ -137,7 +139,7 @@ def _say(line: str, progress=None) -> None:
 def _check_args(args) -> None:
   for flag, value, low in (("--max-new-tokens", args.max_new_tokens, 1), ("--repeats", args.repeats, 1),
                            ("--pad-multiple", args.pad_multiple, 1)):
-    if value < low:
+    if value is not None and value < low:
       raise ValueError(f"{flag} must be >= {low}, got {value}")
   if args.limit is not None and args.limit < 1:
     raise ValueError(f"--limit must be >= 1, got {args.limit}")
@@ -191,6 +193,8 @@ def run(args) -> dict[str, Any]:
   from glance_jax.testbed import paths as testbed_paths
   from glance_jax.testbed import regimes
   regime = regimes.resolve(args.regime, not args.model and testbed_paths.available())
+  if args.max_new_tokens is None:
+    args.max_new_tokens = testbed_paths.suite().ANSWER_TOKENS if regime else 64
 
   target = load_target(model, dtype=DTYPES[args.dtype])
   head = Head.load(head_path, target=target) if head_path else (

@@ -100,6 +100,13 @@ def run(args) -> dict:
       raise ValueError(f"--method {args.method} needs --head with --model (or use --method ar / ngram)")
     else:
       head = Head.random(target, seed=0, num_layers=2)
+  elif args.method.startswith("eagle3"):
+    if not args.head:
+      raise ValueError(f"--method {args.method} needs --head: an EAGLE-3 head directory (midlayer format)")
+    from glance_jax.eagle3 import load_eagle3
+    head = load_eagle3(args.head, target.config, dtype=target.dtype, mesh=mesh)
+    if args.regime:
+      raise ValueError("--regime widens the testbed's GLANCE pair; it has no EAGLE-3 head to widen")
   if args.regime:
     target, head = regimes.widen_pair(target, head, args.regime)
   kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,

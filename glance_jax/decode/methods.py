@@ -7,6 +7,9 @@
   glance   the block head's top-N tree, fixed N = budget (recording the calibration data of its
            widths); budget "auto": glance-auto (policies/auto.py) over the widths its cost table
            compiles, or AR's loop where the table says no width beats AR at its batch
+  eagle3   an EAGLE-3 head's EAGLE-2 dynamic tree (S=8 levels, top-8, 32 verified incl. the root),
+           every node verified; eagle3-chain: the released 3-token chain (S=3, K=1, N=4). The head is
+           an eagle3.Eagle3Checkpoint; the budget is not used (the presets fix N)
 
 A method is one entry of METHODS: (target, head, budget, round_cost, batch) -> Plan. A new drafter
 adds its module under decode/drafters and one entry here.
@@ -18,7 +21,7 @@ import dataclasses
 from typing import Any, Callable
 
 from glance_jax.decode.drafter import Drafter
-from glance_jax.decode.drafters import ar, block, ngram
+from glance_jax.decode.drafters import ar, block, eagle3, ngram
 from glance_jax.decode.policies import (Auto, Fixed, NgramGate, RoundCost, WidthPolicy, auto_widths,
                                         default_round_cost, ngram_pays_at_prior, ngram_widths)
 
@@ -93,7 +96,15 @@ def glance_auto(target, head, budget: int, table: RoundCost, *, scheduled: bool 
   return Plan("glance", drafter, params, policy, "auto")
 
 
-METHODS: dict[str, Callable[..., Plan]] = {"ar": _ar, "ngram": _ngram, "chain": _chain, "glance": _glance}
+def _eagle3(preset: str) -> Callable[..., Plan]:
+  def make(target, head, budget, rc, batch) -> Plan:
+    drafter, params = eagle3.build(target, head, budget, preset=preset)
+    return Plan(preset, drafter, params, Fixed(drafter.num_nodes), budget)
+  return make
+
+
+METHODS: dict[str, Callable[..., Plan]] = {"ar": _ar, "ngram": _ngram, "chain": _chain, "glance": _glance,
+                                           "eagle3": _eagle3("eagle3"), "eagle3-chain": _eagle3("eagle3-chain")}
 
 
 def plan(target, method: str, *, head=None, budget=63, round_cost: RoundCost | None = None, batch: int = 1) -> Plan:

@@ -15,7 +15,6 @@ import numpy as np
 
 DEMO_BUDGET = 15          # the GLANCE budget N the demo runs (the bench picks the best per task)
 PROMPTS_PER_TASK = 2
-MAX_NEW_TOKENS = 64
 
 
 def _timed(fn, repeats: int):
@@ -28,7 +27,7 @@ def _timed(fn, repeats: int):
 
 
 def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_TASK,
-             max_new_tokens: int = MAX_NEW_TOKENS, repeats: int = 3, regime: str | None = None,
+             max_new_tokens: int | None = None, repeats: int = 3, regime: str | None = None,
              print_fn=print) -> list[dict]:
   from glance_jax.data.records import read_task_file
   from glance_jax.decode.generate import generate
@@ -42,6 +41,7 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
   print_fn(f"testbed target {paths.TARGET} + GLANCE head {paths.HEAD}; glance N={budget}, fp32, batch 1")
   print_fn(f"regime: {regimes.LABEL[regime]}")
   suite = paths.suite()
+  max_new_tokens = max_new_tokens or suite.ANSWER_TOKENS   # every answer of the suite runs to its end
   for task, path in zip(suite.TASKS, paths.task_files()):
     kind = "grounded" if task in suite.GROUNDED else "open"
     for rec in read_task_file(path, on_error="raise")[:prompts_per_task]:
