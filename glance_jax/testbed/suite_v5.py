@@ -38,6 +38,9 @@ READING_END = "\n\n"      # the reading part ends here; evaluate.score scores on
 # tokenizer, at a peak learning rate of 3e-4. Longest prompt + answer: see
 # tests/test_testbed_suite.py::test_v5_answer_lengths.
 TARGET_TRAIN = {"init_from": "v4", "seq_len": 256, "steps": 1200, "lr": 3e-4, "warmup": 120}
+# The head's recipe (configs/train_testbed.py) but for its steps: rows 2.7x v4's cost ~2 s a step
+# on 2 cores, and 1500 steps (12000 rows, ~8 epochs of the 1536 answers) fit one session with the target.
+HEAD_TRAIN = {"steps": 1500}
 ANSWER_TOKENS = 224       # max_new_tokens that covers every answer (evaluation, benchmarks)
 
 _SEP_P = 0.55             # table: "; " or ", " after each row

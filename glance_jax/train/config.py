@@ -17,9 +17,14 @@ import pathlib
 import typing
 from typing import Sequence
 
+DRAFTERS = ("glance", "eagle3")
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
+  # --- the drafter this run trains: glance (the DFlash block head) | eagle3 (the rival EAGLE-3 head,
+  # train/eagle3_train.py: the same rows, mesh, checkpoints and export path, its own objective)
+  drafter: str = "glance"
   # --- models
   target: str                              # HF Qwen3-VL checkpoint directory or hub repo id
   target_dtype: str = "bfloat16"           # the frozen target's weights and compute
@@ -35,6 +40,13 @@ class TrainConfig:
   max_patches: int = 1024                  # static vision patch budget per batch (all images)
   truncate: bool = True                    # cut sequences longer than seq_len (never image rows)
   on_bad_record: str = "skip"              # skip | raise: a record with a missing image etc.
+  # --- EAGLE-3 (drafter="eagle3"; SpecForge's recipe). The block-head knobs above do not apply.
+  eagle3_draft_vocab: int = 32000          # K: the rows' K most frequent response tokens (capped at the target vocab)
+  eagle3_ttt_steps: int = 7                # training-time test: unrolled draft steps per row
+  eagle3_decay: float = 0.8                # step k of the unroll weighs decay^k
+  eagle3_layers: int = 1                   # midlayers (1: the released `midlayer.*` layout)
+  eagle3_aux_layer_ids: tuple[int, ...] = ()  # 3 tapped target layers; () = EAGLE-3's default for its depth
+  eagle3_save_embed: bool = False          # export a copy of the target's embed_tokens with the head
   # --- objective (SpecForge DFlash recipe)
   num_anchors: int = 512                   # blocks per sequence, fresh random anchors each step
   gamma: float | None = None               # loss decay; None = 7 for B = 16 (SpecForge)
@@ -55,18 +67,29 @@ class TrainConfig:
   mesh: tuple[int, int, int] = (-1, 1, 1)
   # --- bookkeeping
   workdir: str = "runs/glance"             # regen/, ckpt/, metrics.jsonl, head/ live here
+  regen_dir: str | None = None             # the regenerated rows; None = <workdir>/regen (an EAGLE-3
+                                           # run points at its GLANCE run's: the same rows, made once)
+  export_dir: str | None = None            # the trained head; None = <workdir>/head (eagle3: <workdir>/eagle3_head)
   save_every: int = 500                    # orbax checkpoint every K steps (and at the end)
   keep: int = 3                            # last n checkpoints kept
   log_every: int = 1
 
   def __post_init__(self):
+    if self.drafter not in DRAFTERS:
+      raise ValueError(f"drafter must be one of {', '.join(map(repr, DRAFTERS))}, got {self.drafter!r}")
+    if self.eagle3_aux_layer_ids and len(self.eagle3_aux_layer_ids) != 3:
+      raise ValueError(f"eagle3_aux_layer_ids must be 3 layer ids or empty (the default), got "
+                       f"{self.eagle3_aux_layer_ids}")
+    if not self.eagle3_decay > 0:
+      raise ValueError(f"eagle3_decay must be > 0, got {self.eagle3_decay}")
     if self.block_size < 2:
       raise ValueError(f"block_size must be >= 2, got {self.block_size}")
     if self.on_bad_record not in ("skip", "raise"):
       raise ValueError(f"on_bad_record must be 'skip' or 'raise', got {self.on_bad_record!r}")
     if self.head_group is not None and self.head_group < 1:
       raise ValueError(f"head_group must be >= 1 or None, got {self.head_group}")
-    for name in ("batch_size", "num_anchors", "save_every", "keep", "seq_len", "epochs", "ce_chunk"):
+    for name in ("batch_size", "num_anchors", "save_every", "keep", "seq_len", "epochs", "ce_chunk",
+                 "eagle3_draft_vocab", "eagle3_ttt_steps", "eagle3_layers"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 

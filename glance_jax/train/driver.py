@@ -46,7 +46,8 @@ def resolve_mesh(shape, n_devices: int) -> tuple[int, ...]:
 
 
 def regen_paths(cfg: TrainConfig) -> list[pathlib.Path]:
-  return [pathlib.Path(cfg.workdir) / "regen" / (pathlib.Path(t).stem + ".jsonl") for t in cfg.task_files]
+  regen = pathlib.Path(cfg.regen_dir) if cfg.regen_dir else pathlib.Path(cfg.workdir) / "regen"
+  return [regen / (pathlib.Path(t).stem + ".jsonl") for t in cfg.task_files]
 
 
 def run_regeneration(cfg: TrainConfig, target, processor) -> list[pathlib.Path]:
@@ -187,17 +188,23 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
   total = cfg.steps or cfg.epochs * order.steps_per_epoch
 
   # --- head, optimizer, state (born sharded), step
-  head_cfg = HeadConfig.for_target(target.config, num_layers=cfg.head_layers, block_size=cfg.block_size)
-  init = init_head(head_cfg, dtype=jnp.float32, from_dflash=cfg.head_init, mesh=mesh) if cfg.head_init else None
   tx, schedule = make_optimizer(total_steps=total, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 warmup_frac=cfg.warmup_frac, clip=cfg.clip)
-  graphdef, state = step_lib.init_train_state(head_cfg, tx=tx, seed=cfg.seed, head=init, mesh=mesh)
-  state_sh = step_lib.train_state_shardings(head_cfg, tx, mesh)
-  train_step = step_lib.make_train_step(
-      head_cfg, graphdef, target.config, target.graphdef, tx=tx, block_size=cfg.block_size,
-      num_anchors=cfg.num_anchors, gamma=cfg.gamma, head_group=cfg.head_group, chunk=cfg.ce_chunk,
-      compute_dtype=DTYPES[cfg.compute_dtype],
-      schedule=schedule, state_sharding=state_sh)
+  e3 = None
+  if cfg.drafter == "eagle3":   # the rival: its vocabulary, state and TTT step (train/eagle3_train.py)
+    from glance_jax.train import eagle3_train
+    e3 = eagle3_train.build(cfg, target, rows, mesh, tx=tx, schedule=schedule)
+    graphdef, state, train_step = e3.graphdef, e3.state, e3.step
+  else:
+    head_cfg = HeadConfig.for_target(target.config, num_layers=cfg.head_layers, block_size=cfg.block_size)
+    init = init_head(head_cfg, dtype=jnp.float32, from_dflash=cfg.head_init, mesh=mesh) if cfg.head_init else None
+    graphdef, state = step_lib.init_train_state(head_cfg, tx=tx, seed=cfg.seed, head=init, mesh=mesh)
+    state_sh = step_lib.train_state_shardings(head_cfg, tx, mesh)
+    train_step = step_lib.make_train_step(
+        head_cfg, graphdef, target.config, target.graphdef, tx=tx, block_size=cfg.block_size,
+        num_anchors=cfg.num_anchors, gamma=cfg.gamma, head_group=cfg.head_group, chunk=cfg.ce_chunk,
+        compute_dtype=DTYPES[cfg.compute_dtype],
+        schedule=schedule, state_sharding=state_sh)
 
   # --- resume
   ckpt = Checkpointer(workdir / "ckpt", keep=cfg.keep)
@@ -238,16 +245,19 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
       if pid == 0:
         with open(metrics_path, "a") as f:
           f.write(json.dumps(last) + "\n")
-      bar.set_postfix(loss=f"{last['loss']:.3f}", acc1=f"{last['acc_per_offset'][0]:.2f}",
-                      tau=f"{last['tau_implied']:.2f}", tok_s=f"{last['tokens_per_s']:.0f}")
+      bar.set_postfix(**(e3.postfix(last) if e3 else dict(
+          loss=f"{last['loss']:.3f}", acc1=f"{last['acc_per_offset'][0]:.2f}",
+          tau=f"{last['tau_implied']:.2f}", tok_s=f"{last['tokens_per_s']:.0f}")))
     bar.update(1)
     if (step + 1) % cfg.save_every == 0 or step + 1 == total:
       ckpt.save(step + 1, state, {"position": order.position(step + 1), "config": dataclasses.asdict(cfg)})
   bar.close()
   ckpt.close()
+  if e3 is not None:            # the midlayer format, <workdir>/eagle3_head
+    return e3.finish(state, dict(steps=total, resumed_from=start, last=last))
 
   # --- export in the DFlash format decode.py --head reads
-  export = workdir / "head"
+  export = pathlib.Path(cfg.export_dir) if cfg.export_dir else workdir / "head"
   if nproc > 1:  # every process must take part in gathering the sharded params
     from jax.experimental import multihost_utils
     params = multihost_utils.process_allgather(state.params, tiled=True)

@@ -145,17 +145,29 @@ def make_train_step(head_cfg: HeadConfig, head_graphdef: nnx.GraphDef, target_cf
                                  block_size=block_size, gamma=gamma, mask_token_id=mask_token_id,
                                  chunk=chunk, head_group=head_group, pin=pin)
 
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    new = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
-    if state_sharding is not None:
-      new = jax.lax.with_sharding_constraint(new, state_sharding)
-    metrics = dict(metrics, loss=loss, grad_norm=optax.global_norm(grads))
-    if schedule is not None:
-      metrics["lr"] = schedule(state.step)
-    return new, metrics
+    return apply_loss(state, loss_fn, tx, state_sharding, schedule)
 
+  return jit_step(train_step, traces, compiler_options)
+
+
+def apply_loss(state: TrainState, loss_fn: Callable, tx: optax.GradientTransformation,
+               state_sharding: TrainState | None, schedule: optax.Schedule | None):
+  """One optimizer update of `state` on loss_fn(params) -> (loss, metrics), shared by every head's
+  step: the new state pinned to the old layout (donated buffers reused), metrics with loss,
+  grad_norm and the step's learning rate."""
+  (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  updates, opt_state = tx.update(grads, state.opt_state, state.params)
+  new = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates), opt_state=opt_state)
+  if state_sharding is not None:
+    new = jax.lax.with_sharding_constraint(new, state_sharding)
+  metrics = dict(metrics, loss=loss, grad_norm=optax.global_norm(grads))
+  if schedule is not None:
+    metrics["lr"] = schedule(state.step)
+  return new, metrics
+
+
+def jit_step(train_step: Callable, traces: list, compiler_options) -> Callable:
+  """jax.jit with the state donated and `num_traces()` (traces[0], counted by the step)."""
   jitted = jax.jit(train_step, donate_argnums=(0,), compiler_options=compiler_options)
   jitted.num_traces = lambda: traces[0]
   return jitted
