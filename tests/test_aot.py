@@ -49,6 +49,19 @@ def test_every_program_compiles_for_v5e(tmp_path):
 
 
 @needs_libtpu
+def test_the_eagle3_round_compiles_for_v5e(tmp_path):
+  """The rival's round (8 sequential draft passes, the dynamic tree, the same verify) compiles for
+  TPU beside AR's; eagle3-chain is the same program at K = 1 (`--methods eagle3chain`)."""
+  r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--programs", "round", "--methods", "ar,eagle3",
+           out=tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  rows = {p["name"]: p for p in json.loads((tmp_path / "report.json").read_text())["programs"]}
+  assert sorted(rows) == ["round.ar.b1", "round.eagle3.b1"], sorted(rows)
+  e3 = rows["round.eagle3.b1"]
+  assert "error" not in e3 and e3["fits"] and e3["hbm_traffic"] > rows["round.ar.b1"]["hbm_traffic"], e3
+
+
+@needs_libtpu
 def test_bad_topology_and_mesh_are_one_line(tmp_path):
   r = _run("--topology", "v5e-bogus", "--programs", "prefill", out=tmp_path)
   assert r.returncode == 2

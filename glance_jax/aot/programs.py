@@ -31,6 +31,8 @@ from glance_jax.config import Qwen3VLConfig
 
 METHOD_RUNS = (("ar", "ar", 1), ("ngram", "ngram", 15), ("chain", "chain", 15), ("glance15", "glance", 15),
                ("glance31", "glance", 31), ("glance63", "glance", 63))
+# The rivals (decode/drafters/eagle3.py presets): compiled on request (--methods eagle3,eagle3chain).
+RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +134,7 @@ class Spec:
   drafter: Any
   policy: Any
   cfg: Any
+  params: Any = None        # the drafter's abstract weights where they are not the GLANCE head's (m[4])
 
   def slots_needed(self, prompt_len: int) -> int:
     from glance_jax.decode.loop import slots_needed
@@ -148,8 +151,17 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
   from glance_jax.decode.loop import LoopConfig
   from glance_jax.static_args import Hashed
   _, _, hcfg, hgd, _ = m
+  params = None
   if method == "ar":
     drafter, policy = ar.AR(), policies.Fixed(0)
+  elif method.startswith("eagle3"):
+    from glance_jax.decode.drafters import eagle3
+    head = eagle3_head(sizes, mesh)
+    levels, top_k, n = eagle3.PRESETS[method]
+    drafter = eagle3.Eagle3Drafter(graphdef=Hashed(head.graphdef), levels=levels, top_k=top_k, num_verify=n,
+                                   taps=tuple(head.cfg.aux_layer_ids), mesh=mesh)   # eagle3.bind, weightless
+    params = (head.params, head.d2t)
+    policy = policies.Fixed(drafter.num_nodes)
   elif method == "ngram":
     drafter = ngram.NGram(depth=min(budget, sizes.block_size - 1))
     policy = policies.Holding(policies.ngram_widths(drafter.num_nodes))
@@ -159,11 +171,29 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
                   mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh)
     record = methods.recorded_widths(drafter.num_nodes) if method == "glance" else ()
     policy = policies.Fixed(drafter.num_nodes, record)
-  return Spec(drafter, policy, LoopConfig(max_new_tokens=max_new_tokens or sizes.max_new_tokens, mesh=mesh))
+  return Spec(drafter, policy, LoopConfig(max_new_tokens=max_new_tokens or sizes.max_new_tokens, mesh=mesh), params)
+
 
 
 def _dparams(spec: Spec, m):
+  if spec.params is not None:
+    return spec.params
   return m[4] if spec.drafter.tap_layers else ()
+
+
+def eagle3_head(sizes: Sizes, mesh: Mesh, draft_vocab: int = 32000):
+  """An abstract EAGLE-3 head for the target (Eagle3Checkpoint with abstract params; d2t as an
+  abstract array): the target's widths, one midlayer, a `draft_vocab` lm_head, SpecForge's
+  Qwen3-VL taps (3, L/2 - 1, L - 4) where the target has 36 layers, EAGLE-3's default otherwise."""
+  from glance_jax.eagle3 import Eagle3Checkpoint, abstract_head
+  from glance_jax.train.eagle3_train import head_config
+  layers = sizes.config.text.num_hidden_layers
+  taps = (3, 17, 32) if layers == 36 else ()
+  cfg = head_config(sizes.config, draft_vocab=draft_vocab, aux_layer_ids=taps)
+  gd, state = abstract_head(cfg, dtype=sizes.dtype)
+  rep = NamedSharding(mesh, P())
+  d2t = _sds((cfg.draft_vocab_size,), jnp.int32, rep)
+  return Eagle3Checkpoint(cfg, gd, abstract_state(state, mesh), d2t, _sds((cfg.vocab_size,), jnp.bool_, rep))
 
 
 def _key(mesh):
@@ -265,7 +295,7 @@ def train_program(sizes: Sizes, mesh: Mesh, m) -> Program:
 
 
 def method_list(names) -> list[tuple[str, str, int]]:
-  known = {n: (n, m, b) for n, m, b in METHOD_RUNS}
+  known = {n: (n, m, b) for n, m, b in METHOD_RUNS + RIVAL_RUNS}
   bad = [n for n in names if n not in known]
   if bad:
     raise ValueError(f"unknown method run(s) {bad}; choose from {list(known)}")
