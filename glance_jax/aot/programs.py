@@ -157,9 +157,7 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
   elif method.startswith("eagle3"):
     from glance_jax.decode.drafters import eagle3
     head = eagle3_head(sizes, mesh)
-    levels, top_k, n = eagle3.PRESETS[method]
-    drafter = eagle3.Eagle3Drafter(graphdef=Hashed(head.graphdef), levels=levels, top_k=top_k, num_verify=n,
-                                   taps=tuple(head.cfg.aux_layer_ids), mesh=mesh)   # eagle3.bind, weightless
+    drafter = eagle3.drafter_for(head.cfg, head.graphdef, sizes.config, *eagle3.PRESETS[method], mesh=mesh)
     params = (head.params, head.d2t)
     policy = policies.Fixed(drafter.num_nodes)
   elif method == "ngram":

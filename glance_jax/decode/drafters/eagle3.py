@@ -223,14 +223,19 @@ def bind(head, target, levels: int, top_k: int, num_verify: int) -> tuple[Eagle3
   """The drafter of a loaded head (eagle3.Eagle3Checkpoint: cfg, graphdef, params, d2t, t2d) for
   `target` (checked to fit) -> (drafter, params = (head params, d2t int32)). Tokens are embedded
   by the head's own embed_tokens when it has one, else by the target's (read in the loop)."""
-  cfg = head.cfg
-  cfg.check_target(target.config)
+  d = drafter_for(head.cfg, head.graphdef, target.config, levels, top_k, num_verify, getattr(target, "mesh", None))
+  return d, (FlatState.of(head.params), jnp.asarray(head.d2t, jnp.int32))
+
+
+def drafter_for(cfg, graphdef, target_config, levels: int, top_k: int, num_verify: int, mesh=None) -> Eagle3Drafter:
+  """The drafter alone (no weights: what `bind` and the ahead-of-time compiles share), its head's
+  config checked against the target's."""
+  cfg.check_target(target_config)
   if top_k > cfg.draft_vocab_size:
     raise ValueError(f"eagle3: top-k {top_k} exceeds the draft vocabulary of {cfg.draft_vocab_size}")
-  taps = tuple(cfg.layer_ids_for(target.config.text.num_hidden_layers))
-  d = Eagle3Drafter(graphdef=Hashed(head.graphdef), levels=int(levels), top_k=int(top_k), num_verify=int(num_verify),
-                    taps=taps, mesh=getattr(target, "mesh", None))
-  return d, (FlatState.of(head.params), jnp.asarray(head.d2t, jnp.int32))
+  taps = tuple(cfg.layer_ids_for(target_config.text.num_hidden_layers))
+  return Eagle3Drafter(graphdef=Hashed(graphdef), levels=int(levels), top_k=int(top_k), num_verify=int(num_verify),
+                       taps=taps, mesh=mesh)
 
 
 def build(target, head=None, budget=None, preset: str = "eagle3"):
