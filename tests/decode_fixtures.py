@@ -50,3 +50,27 @@ def batch(cfg: Qwen3VLConfig, seed: int, rows: int, with_images: bool, max_len: 
                               video_token_id=cfg.video_token_id)
   return types.SimpleNamespace(input_ids=ids, attention_mask=mask, positions=pos, rope_delta=delta,
                                pixel_values=pixel_values, image_grid_thw=grid)
+
+
+def assert_samples_like_ar(target, drafter, vocab: int, rows: int = 3000):
+  """`rows` copies of one text prompt sampled at T = 1 with AR and with `drafter` (a (Drafter, params)
+  pair): the 2nd and 3rd tokens, which the walk decides, follow one law by a chi-square two-sample
+  test; the draft is really used (some tokens accepted)."""
+  import pytest
+  stats = pytest.importorskip("scipy.stats")
+  from glance_jax.decode import generate as gen
+  ids = np.tile(np.array([[3, 7, 1, 9, 4, 7, 1]]), (rows, 1))
+  inputs = types.SimpleNamespace(input_ids=ids, attention_mask=np.ones_like(ids, bool),
+                                 positions=np.broadcast_to(np.arange(7), (3, rows, 7)).copy(),
+                                 rope_delta=np.zeros(rows, np.int32), pixel_values=None, image_grid_thw=None)
+
+  def sample(seed, **kw):
+    return gen.generate(target, inputs, max_new_tokens=3, temperature=1.0, seed=seed, stop_tokens=(), **kw)
+
+  ar, spec = sample(1, method="ar"), sample(2, drafter=drafter)
+  assert np.mean(np.concatenate(spec.accepted)) > 0.05
+  for k in (1, 2):
+    a, b = (np.array([t[k] for t in r.tokens]) for r in (ar, spec))
+    assert len(np.unique(a)) > 3
+    table = np.stack([np.bincount(a, minlength=vocab), np.bincount(b, minlength=vocab)])
+    assert stats.chi2_contingency(table[:, table.sum(0) > 0])[1] > 1e-3

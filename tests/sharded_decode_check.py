@@ -58,6 +58,26 @@ def main():
     got = generate(sharded, inputs, head=shead, method=m, budget=b, max_new_tokens=12, stop_tokens=())
     assert [list(t) for t in got.tokens] == [list(t) for t in r.tokens], m
     assert [list(t) for t in got.tokens] == [list(a[a >= 0]) for a in ar], m
+  # the rivals: an EAGLE-3 head (its params and draft cache on the mesh) and two-model speculation
+  # (a smaller draft Qwen3-VL sharded like the target), the same tokens as on one device and as AR
+  from glance_jax.eagle3 import Eagle3Checkpoint, Eagle3Config, init_eagle3, vocab_map_from_counts
+  from glance_jax.config import tiny_config
+  from glance_jax.bench import random_models
+  t = cfg.text
+  e3 = Eagle3Config(hidden_size=t.hidden_size, intermediate_size=t.intermediate_size,
+                    num_attention_heads=t.num_attention_heads, num_key_value_heads=t.num_key_value_heads,
+                    head_dim=t.head_dim, vocab_size=t.vocab_size, draft_vocab_size=t.vocab_size // 2,
+                    mrope_section=t.mrope_section, aux_layer_ids=(0, 1, t.num_hidden_layers - 1))
+  egd, eparams = init_eagle3(e3, seed=3)
+  d2t, t2d = vocab_map_from_counts(np.random.default_rng(0).integers(0, 9, t.vocab_size), e3.draft_vocab_size)
+  ehead = Eagle3Checkpoint(e3, egd, lively(eparams, 9), jax.numpy.asarray(d2t), jax.numpy.asarray(t2d))
+  sehead = ehead._replace(params=jax.device_put(ehead.params, shd.state_shardings(ehead.params, mesh)))
+  draft = random_models.make_target(tiny_config(layers=1, hidden=32, heads=2, kv_heads=2, head_dim=16,
+                                                intermediate=64, vision_depth=1, deepstack=(0,)), 10)
+  for m, h, sh in (("eagle3-chain", ehead, sehead), ("eagle3", ehead, sehead), ("two-model", draft, draft.shard(mesh))):
+    r = generate(single, inputs, head=h, method=m, max_new_tokens=12, stop_tokens=())
+    got = generate(sharded, inputs, head=sh, method=m, max_new_tokens=12, stop_tokens=())
+    assert [list(x) for x in got.tokens] == [list(x) for x in r.tokens] == [list(a[a >= 0]) for a in ar], m
   # the decode state's layout, set in the prefill and kept by the loop's constraints: the target's and
   # the head's K/V with rows on data and kv heads on tensor, the other per-row buffers rows on data
   from glance_jax.decode import generate as gen

@@ -19,6 +19,8 @@ from glance_jax.testing.checkpoint import make_tiny_checkpoint
 def ckpt(tmp_path_factory):
   root = tmp_path_factory.mktemp("cli")
   make_tiny_checkpoint(root / "model", seed=2, max_shard_bytes=200_000)
+  make_tiny_checkpoint(root / "draft", tiny_config(layers=1, hidden=32, heads=2, kv_heads=1, head_dim=16,
+                                                   intermediate=64, vision_depth=1, deepstack=(0,)), seed=5)
   head = random_models.make_head(random_models.make_target(tiny_config(), 0), 4, 1)
   save_head(root / "head", head.config, head.params)
   deep = random_models.make_head(random_models.make_target(tiny_config(layers=8), 0), 4, 1)
@@ -73,6 +75,8 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
   for method in ("eagle3", "eagle3-chain"):
     res = cli.main(base + ["--method", method, "--head", str(ckpt / "eagle3_head")])
     assert res["tokens"] == ref["tokens"], method
+  res = cli.main(base + ["--method", "two-model", "--draft", str(ckpt / "draft")])
+  assert res["tokens"] == ref["tokens"], "two-model"
   auto = cli.main(base[:-2] + ["--method", "glance", "--budget", "auto", "--head", str(ckpt / "head")])
   assert auto["tokens"] == ref["tokens"] and auto["widths"] and set(auto["widths"]) <= {0, 15, 31, 63}
 
@@ -86,6 +90,8 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
     (["--model", "{root}/model", "--method", "eagle3"], ["needs --head", "EAGLE-3"]),
     (["--model", "{root}/model", "--method", "eagle3", "--head", "{root}/head"], ["config.json", "EAGLE-3"]),
     (["--model", "{root}/model", "--head", "{root}/deep_head"], ["target_layer_ids", "depth 4"]),
+    (["--model", "{root}/model", "--method", "two-model"], ["needs --draft"]),
+    (["--model", "{root}/model", "--draft", "{root}/model"], ["--draft", "two-model"]),
     (["--method", "chain", "--budget", "auto"], ["--budget auto needs --method glance"]),
     (["--budget", "auto", "--round-cost", "{root}/nope.json"], ["nope.json"]),
 ])

@@ -356,25 +356,8 @@ def test_tree_attention_sees_only_each_nodes_path(world, s, k, n):
 def test_sampling_matches_ar_sampling(world):
   """3000 rows of one prompt; the 2nd and 3rd tokens (decided by the walk) of a 2/8/17 tree and of
   AR sampling by a chi-square two-sample test."""
-  stats = pytest.importorskip("scipy.stats")
-  rows = 3000
-  ids = np.tile(np.array([[3, 7, 1, 9, 4, 7, 1]]), (rows, 1))
-  inputs = types.SimpleNamespace(input_ids=ids, attention_mask=np.ones_like(ids, bool),
-                                 positions=np.broadcast_to(np.arange(7), (3, rows, 7)).copy(),
-                                 rope_delta=np.zeros(rows, np.int32), pixel_values=None, image_grid_thw=None)
   # a flat head (its top-8 root children all in the tree): more of the target's mass is drafted
-  drafter = e3.bind(world.flat_head, world.target, 2, 8, 17)
-
-  def run(seed, **kw):
-    return gen.generate(world.target, inputs, max_new_tokens=3, temperature=1.0, seed=seed, stop_tokens=(), **kw)
-
-  ar, e = run(1, method="ar"), run(2, drafter=drafter)
-  assert np.mean(np.concatenate(e.accepted)) > 0.05                    # the tree is really used
-  for k in (1, 2):
-    a, b = (np.array([t[k] for t in r.tokens]) for r in (ar, e))
-    assert len(np.unique(a)) > 3
-    table = np.stack([np.bincount(a, minlength=64), np.bincount(b, minlength=64)])
-    assert stats.chi2_contingency(table[:, table.sum(0) > 0])[1] > 1e-3
+  fx.assert_samples_like_ar(world.target, e3.bind(world.flat_head, world.target, 2, 8, 17), 64)
 
 
 # --- batch rows are independent ---------------------------------------------------------------------

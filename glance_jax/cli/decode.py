@@ -22,6 +22,8 @@ def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="decode.py", description=__doc__)
   p.add_argument("--model", help="HF Qwen3-VL checkpoint directory or hub repo id (default: embedded tiny model)")
   p.add_argument("--head", help="DFlash-format head directory (default with no --model: a random head)")
+  p.add_argument("--draft", help="the draft model of --method two-model: a smaller Qwen3-VL checkpoint directory "
+                 "(same tokenizer and image geometry as the target)")
   p.add_argument("--image", action="append", default=[], help="image path (repeatable, in prompt order)")
   p.add_argument("--prompt", default=None, help="user prompt text")
   p.add_argument("--method", choices=tuple(METHODS), default="glance")
@@ -66,6 +68,8 @@ def run(args) -> dict:
 
   from glance_jax.decode.methods import check_budget
   auto = check_budget(args.budget, args.method, names=("--budget", "--method")) == "auto"
+  if args.draft and args.method != "two-model":
+    raise ValueError(f"--draft is the draft model of --method two-model, not of {args.method!r}")
   round_cost = None
   if args.round_cost:
     from glance_jax.decode.policies import read_round_cost
@@ -107,6 +111,12 @@ def run(args) -> dict:
     head = load_eagle3(args.head, target.config, dtype=target.dtype, mesh=mesh)
     if args.regime:
       raise ValueError("--regime widens the testbed's GLANCE pair; it has no EAGLE-3 head to widen")
+  elif args.method == "two-model":
+    if not args.draft:
+      raise ValueError("--method two-model needs --draft: a smaller Qwen3-VL checkpoint directory")
+    if args.regime:
+      raise ValueError("--regime widens the testbed's GLANCE pair; it has no draft model to widen")
+    head = load_target(args.draft, dtype=DTYPES[args.dtype], mesh=mesh)
   if args.regime:
     target, head = regimes.widen_pair(target, head, args.regime)
   kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,

@@ -57,12 +57,13 @@ def generate(target, inputs, *, head=None, drafter: Plan | tuple | None = None, 
              top_p: float = 1.0, stop_tokens: Sequence[int] | None = None, seed: int = 0) -> GenerationResult:
   """Decodes `inputs` (ModelInputs: one or several rows) with a method.
 
-  method: ar | ngram | chain | glance | eagle3 | eagle3-chain (decode/methods.py); or `drafter`: a
+  method: ar | ngram | chain | glance | eagle3 | eagle3-chain | two-model (decode/methods.py); or `drafter`: a
   (Drafter, params) pair (verifying its whole tree every round) or a Plan (a drafter with a width
   policy). head: the block head (head.Head) for chain and glance; an EAGLE-3 head
-  (eagle3.Eagle3Checkpoint, from load_eagle3) for eagle3 and eagle3-chain. budget: the most draft
+  (eagle3.Eagle3Checkpoint, from load_eagle3) for eagle3 and eagle3-chain; the draft model (a smaller
+  qwen3_vl.Target) for two-model. budget: the most draft
   tokens a round verifies (the tree's N for glance; a chain's and ngram's depth cap, at most the
-  draft depth; unused by eagle3, whose presets fix N), or "auto" for glance-auto. At temperature 0
+  draft depth; unused by eagle3 and two-model, whose presets fix N), or "auto" for glance-auto. At temperature 0
   every method emits exactly the target's greedy tokens; at T > 0 the target's own sampling
   distribution (with top_k / top_p). stop_tokens: default the target's eos ids.
   """

@@ -10,6 +10,8 @@
   eagle3   an EAGLE-3 head's EAGLE-2 dynamic tree (S=8 levels, top-8, 32 verified incl. the root),
            every node verified; eagle3-chain: the released 3-token chain (S=3, K=1, N=4). The head is
            an eagle3.Eagle3Checkpoint; the budget is not used (the presets fix N)
+  two-model  a second, smaller Qwen3-VL (the head argument: a qwen3_vl.Target) drafts a chain of 4
+           in 4 passes over its own cache and its own image prefill; the budget is not used
 
 A method is one entry of METHODS: (target, head, budget, round_cost, batch) -> Plan. A new drafter
 adds its module under decode/drafters and one entry here.
@@ -21,7 +23,7 @@ import dataclasses
 from typing import Any, Callable
 
 from glance_jax.decode.drafter import Drafter
-from glance_jax.decode.drafters import ar, block, eagle3, ngram
+from glance_jax.decode.drafters import ar, block, eagle3, ngram, two_model
 from glance_jax.decode.policies import (Auto, Fixed, NgramGate, RoundCost, WidthPolicy, auto_widths,
                                         default_round_cost, ngram_pays_at_prior, ngram_widths)
 
@@ -103,8 +105,14 @@ def _eagle3(preset: str) -> Callable[..., Plan]:
   return make
 
 
+def _two_model(target, head, budget, rc, batch) -> Plan:
+  drafter, params = two_model.build(target, head, budget)
+  return Plan("two-model", drafter, params, Fixed(drafter.num_nodes), budget)
+
+
 METHODS: dict[str, Callable[..., Plan]] = {"ar": _ar, "ngram": _ngram, "chain": _chain, "glance": _glance,
-                                           "eagle3": _eagle3("eagle3"), "eagle3-chain": _eagle3("eagle3-chain")}
+                                           "eagle3": _eagle3("eagle3"), "eagle3-chain": _eagle3("eagle3-chain"),
+                                           "two-model": _two_model}
 
 
 def plan(target, method: str, *, head=None, budget=63, round_cost: RoundCost | None = None, batch: int = 1) -> Plan:
