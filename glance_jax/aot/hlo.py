@@ -10,7 +10,7 @@ the VMEM copy. Here each op counts only the buffers that live in HBM (layout wit
   writes  its HBM results (an in-place dynamic-update-slice writes only its update).
 Ops that move no data (parameter, tuple, get-tuple-element, bitcast, constant, *-done) count
 nothing; while / conditional / call bodies are walked (a while body times its known trip count,
-when the compiler recorded one). `loop_body` returns the per-iteration figure of a decode loop.
+when the compiler recorded one, or the bound of a `counter < constant` condition: a scan's). `loop_body` returns the per-iteration figure of a decode loop.
 
 Every HBM read or write is attributed to a class given by the caller, e.g. {"weights": {...shapes},
 "kv": {...}, "logits": predicate}: an array whose (per-device) shape is in a class's set (or that its
@@ -236,7 +236,7 @@ class Module:
       body = re.search(r"body=%([\w.\-]+)", i.attrs)
       cond = re.search(r"condition=%([\w.\-]+)", i.attrs)
       n = re.search(r'"known_trip_count":\{"n":"(\d+)"', i.attrs)
-      times = float(n.group(1)) if n else 1.0
+      times = float(n.group(1)) if n else (self._counted(cond.group(1)) if cond else None) or 1.0
       return [(c.group(1), times) for c in (body, cond) if c]
     if i.op == "conditional":
       names = re.findall(r"%([\w.\-]+)", (re.search(r"branch_computations=\{([^}]*)\}", i.attrs) or
@@ -244,6 +244,21 @@ class Module:
       return [(n, 1.0 / max(len(names), 1)) for n in names if n in self.comps]   # mean over branches
     m = re.search(r"to_apply=%([\w.\-]+)", i.attrs)
     return [(m.group(1), 1.0)] if m else []
+
+  def _counted(self, cond: str) -> int | None:
+    """The trip count of a counted loop whose condition is `counter < constant` and nothing else
+    (what lax.scan and fori_loop lower to, the counter starting at 0), where the TPU compiler
+    dropped known_trip_count from the while (it does for scans it sinks code into: the EAGLE-3
+    tree levels, the two-model draft passes). A data-dependent loop (the decode while_loop: rounds
+    < R and not all done) has more in its condition and is counted once."""
+    ins = self.comps.get(cond, [])
+    if len(ins) != 4 or sorted(i.op for i in ins) != ["compare", "constant", "get-tuple-element", "parameter"]:
+      return None
+    root = ins[-1]
+    const = next(i for i in ins if i.op == "constant")
+    if root.op != "compare" or "direction=LT" not in root.attrs or root.operands[1:] != [const.name]:
+      return None
+    return int(const.raw) if const.raw.strip().isdigit() else None
 
   def loop_body(self) -> str | None:
     """The entry's largest while body (a decode loop's round), or None."""

@@ -31,8 +31,9 @@ from glance_jax.config import Qwen3VLConfig
 
 METHOD_RUNS = (("ar", "ar", 1), ("ngram", "ngram", 15), ("chain", "chain", 15), ("glance15", "glance", 15),
                ("glance31", "glance", 31), ("glance63", "glance", 63))
-# The rivals (decode/drafters/eagle3.py presets): compiled on request (--methods eagle3,eagle3chain).
-RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4))
+# The rivals (decode/drafters/eagle3.py presets, two_model.py): compiled on request
+# (--methods eagle3,eagle3chain,twomodel).
+RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4), ("twomodel", "two-model", 4))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +161,12 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
     drafter = eagle3.drafter_for(head.cfg, head.graphdef, sizes.config, *eagle3.PRESETS[method], mesh=mesh)
     params = (head.params, head.d2t)
     policy = policies.Fixed(drafter.num_nodes)
+  elif method == "two-model":
+    from glance_jax.decode.drafters import two_model
+    dcfg, dgd, dparams = draft_model(sizes, mesh)
+    two_model.check_pair(dcfg, sizes.config)
+    drafter, params = two_model.TwoModelDrafter(graphdef=Hashed(dgd), depth=two_model.PRESETS[method], mesh=mesh), dparams
+    policy = policies.Fixed(drafter.num_nodes)
   elif method == "ngram":
     drafter = ngram.NGram(depth=min(budget, sizes.block_size - 1))
     policy = policies.Holding(policies.ngram_widths(drafter.num_nodes))
@@ -192,6 +199,22 @@ def eagle3_head(sizes: Sizes, mesh: Mesh, draft_vocab: int = 32000):
   rep = NamedSharding(mesh, P())
   d2t = _sds((cfg.draft_vocab_size,), jnp.int32, rep)
   return Eagle3Checkpoint(cfg, gd, abstract_state(state, mesh), d2t, _sds((cfg.vocab_size,), jnp.bool_, rep))
+
+
+def draft_model(sizes: Sizes, mesh: Mesh):
+  """The two-model arm's abstract draft: (config, graphdef, params). Qwen3-VL-4B for the 8B (the
+  paper's pairing: same tokenizer, the small vision tower with the same patch geometry); for any
+  other target, the target's config at half its depth."""
+  from glance_jax.presets import QWEN3_VL_4B
+  from glance_jax.config import QWEN3_VL_8B
+  from glance_jax.qwen3_vl.weights import abstract_model
+  cfg = sizes.config
+  if cfg == QWEN3_VL_8B:
+    dcfg = QWEN3_VL_4B
+  else:
+    dcfg = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, num_hidden_layers=max(len(cfg.vision.deepstack_visual_indexes) if cfg.vision else 1, cfg.text.num_hidden_layers // 2)))
+  gd, state = abstract_model(dcfg, sizes.dtype)
+  return dcfg, gd, abstract_state(state, mesh)
 
 
 def _key(mesh):
