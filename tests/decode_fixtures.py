@@ -74,3 +74,29 @@ def assert_samples_like_ar(target, drafter, vocab: int, rows: int = 3000):
     assert len(np.unique(a)) > 3
     table = np.stack([np.bincount(a, minlength=vocab), np.bincount(b, minlength=vocab)])
     assert stats.chi2_contingency(table[:, table.sum(0) > 0])[1] > 1e-3
+
+
+def decode_checkpoints(root) -> None:
+  """Checkpoint directories under `root` for the command-line tests: model/ (a tiny random Qwen3-VL,
+  sharded files), draft/ (a smaller one with its tokenizer and image geometry: two-model), head/ and
+  deep_head/ (DFlash heads; deep_head taps layers model/ lacks), eagle3_head/ (midlayer format)."""
+  import pathlib
+  from glance_jax.config import tiny_config
+  from glance_jax.eagle3 import Eagle3Config, init_eagle3, save_eagle3, vocab_map_from_counts
+  from glance_jax.head import save_head
+  from glance_jax.testing.checkpoint import make_tiny_checkpoint
+  root = pathlib.Path(root)
+  make_tiny_checkpoint(root / "model", seed=2, max_shard_bytes=200_000)
+  make_tiny_checkpoint(root / "draft", tiny_config(layers=1, hidden=32, heads=2, kv_heads=1, head_dim=16,
+                                                   intermediate=64, vision_depth=1, deepstack=(0,)), seed=5)
+  head = random_models.make_head(random_models.make_target(tiny_config(), 0), 4, 1)
+  save_head(root / "head", head.config, head.params)
+  deep = random_models.make_head(random_models.make_target(tiny_config(layers=8), 0), 4, 1)
+  save_head(root / "deep_head", deep.config, deep.params)
+  t = tiny_config().text
+  e3 = Eagle3Config(hidden_size=t.hidden_size, intermediate_size=t.intermediate_size,
+                    num_attention_heads=t.num_attention_heads, num_key_value_heads=t.num_key_value_heads,
+                    head_dim=t.head_dim, vocab_size=t.vocab_size, draft_vocab_size=t.vocab_size // 2,
+                    mrope_section=t.mrope_section, aux_layer_ids=(0, 1, t.num_hidden_layers - 1))
+  d2t, t2d = vocab_map_from_counts(np.random.default_rng(0).integers(0, 9, t.vocab_size), e3.draft_vocab_size)
+  save_eagle3(root / "eagle3_head", e3, init_eagle3(e3, seed=1)[1], d2t, t2d)

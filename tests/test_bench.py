@@ -324,7 +324,8 @@ def test_hot_timing_warms_each_method_then_times_its_repeats(monkeypatch):
   def fake(target, head, p, m, kw):
     calls.append((p, m.label))
     return types.SimpleNamespace(tokens=[np.array([1, 2])], accepted=[np.zeros(1, int)], root_entropy=[np.ones(1)],
-                                 record_widths=(), predicted=None, observed=None, widths=None)
+                                 record_widths=(), predicted=None, observed=None, widths=None,
+                                 draft_passes_per_round=0)
 
   monkeypatch.setattr(runner, "_generate", fake)
   ms = [runner.Method(x, "ar", 1) for x in "abc"]
@@ -339,3 +340,56 @@ def test_hot_timing_warms_each_method_then_times_its_repeats(monkeypatch):
   runs = runner.time_task(None, None, ["p0"], ms, {}, repeats=2, hot=False)
   assert [label for _, label in calls] == [m.label for r in range(2) for m in runner.run_order(ms, r)]
   assert all(len(runs[m.label][0].times) == 2 for m in ms)
+
+
+@pytest.fixture(scope="module")
+def rivals(files, tmp_path_factory):
+  """One bench run with every rival arm beside glance on checkpoint directories (decode_checkpoints)."""
+  from tests.decode_fixtures import decode_checkpoints
+  root = tmp_path_factory.mktemp("rivals")
+  decode_checkpoints(root)
+  argv = ["bench", files["a"], "--model", str(root / "model"), "--head", str(root / "head"),
+          "--eagle3-head", str(root / "eagle3_head"), "--draft", str(root / "draft"),
+          "--methods", "glance-15,eagle3,eagle3-chain,two-model", "--max-new-tokens", str(MAX_NEW),
+          "--repeats", "1", "--markdown", str(root / "r.md")]
+  so = io.StringIO()
+  with contextlib.redirect_stdout(so), contextlib.redirect_stderr(io.StringIO()):
+    report = cli.main(argv)
+  return dict(report=report, root=root, table=(root / "r.md").read_text())
+
+
+def test_the_rivals_run_in_the_bench_losslessly_with_their_passes(rivals):
+  r = rivals["report"]
+  assert validate_report(r) == []
+  stats = r["tasks"]["synthetic"]["methods"]
+  passes = {label: s["draft_passes_per_round"] for label, s in stats.items()}
+  assert passes == {"ar": 0, "glance-15": 1, "eagle3": 8, "eagle3-chain": 3, "two-model": 4}, passes
+  assert {label: s["budget"] for label, s in stats.items() if label != "ar"} == {
+      "glance-15": 15, "eagle3": 31, "eagle3-chain": 3, "two-model": 4}
+  assert all(s["lossless"] for s in stats.values())
+  vs = r["tasks"]["synthetic"]["glance_vs_rivals"]
+  assert vs["glance"] == "glance-15" and sorted(vs["rivals"]) == ["eagle3", "eagle3-chain", "two-model"]
+  for label, v in vs["rivals"].items():
+    assert v["tau"] == pytest.approx(stats[label]["tau"])
+    # faster by = the rival's time over GLANCE's = the ratio of their speedups over AR (same prompts)
+    assert v["glance_faster_by"] == pytest.approx(
+        stats["glance-15"]["speedup_vs_ar"]["speedup"] / stats[label]["speedup_vs_ar"]["speedup"], rel=1e-6)
+  assert "GLANCE against the rivals" in rivals["table"]
+  assert "| synthetic | glance-15 |" in rivals["table"]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--methods", "two-model"], ["two-model need --draft"]),
+    (["--methods", "eagle3", "--draft", "{root}/draft"], ["--draft is for --methods two-model"]),
+])
+def test_a_rival_without_its_drafter_is_an_error(rivals, files, args, words, monkeypatch, capsys):
+  root = rivals["root"]
+  argv = ["decode.py", "bench", files["a"], "--model", str(root / "model"), "--head", str(root / "head"),
+          *[a.format(root=root) for a in args], "--max-new-tokens", "2", "--repeats", "1"]
+  monkeypatch.setattr(sys, "argv", argv)
+  with pytest.raises(SystemExit) as e:
+    cli.cli_main()
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  for w in words:
+    assert w in err, err

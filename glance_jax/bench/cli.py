@@ -81,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
                  help="JSONL task file, one per task (default: the testbed's held-out tasks)")
   p.add_argument("--model", help="HF Qwen3-VL checkpoint directory or hub id (default: the testbed target)")
   p.add_argument("--head", help="DFlash-format head directory (default with no --model: the testbed head)")
+  p.add_argument("--eagle3-head", help="EAGLE-3 head directory (midlayer format) for --methods eagle3, eagle3-chain")
+  p.add_argument("--draft", help="draft model directory (a smaller Qwen3-VL, the target's tokenizer) for --methods "
+                 "two-model")
   p.add_argument("--methods", type=_methods, default=DEFAULT_METHODS,
                  help=f"comma-separated, from {method_choices()}; glance runs at every --budgets "
                       f"value; ar is always run (the base) (default {DEFAULT_METHODS})")
@@ -116,6 +119,38 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--markdown", dest="markdown_out", help="write the markdown tables here")
   p.add_argument("--plots", dest="plots_dir", help="write deciles / cap-vs-floor / speedup PNGs here")
   return p
+
+
+def _rival_drafts(args, target, methods, regime):
+  """The rivals' drafters (runner.Drafts without the block head), loaded for `target` and, in a
+  widened testbed regime, widened with it (the draft model by the same transformation; an EAGLE-3
+  head has no widening yet). A rival without its flag, or a flag without its rival, is an error."""
+  from glance_jax.bench import runner
+  from glance_jax.config import DTYPES
+  rivals = {m.method for m in methods if m.method in runner.RIVALS}
+  for flag, value, users in (("--eagle3-head", args.eagle3_head, {"eagle3", "eagle3-chain"}),
+                             ("--draft", args.draft, {"two-model"})):
+    if value and not rivals & users:
+      raise ValueError(f"{flag} is for --methods {' / '.join(sorted(users))}, which --methods does not name")
+  e3 = draft = None
+  if args.eagle3_head and rivals & {"eagle3", "eagle3-chain"}:
+    if regime and regime != "compute":
+      raise ValueError(f"--regime {regime} widens the testbed pair; an EAGLE-3 head has no widening yet "
+                       "(run the eagle3 arms with --regime compute)")
+    from glance_jax.eagle3 import load_eagle3
+    e3 = load_eagle3(args.eagle3_head, target.config, dtype=target.dtype)
+  if args.draft and "two-model" in rivals:
+    from glance_jax.qwen3_vl.target import load_target
+    draft = load_target(args.draft, dtype=DTYPES[args.dtype])
+    if regime:
+      from glance_jax.qwen3_vl.widen import widen_target
+      from glance_jax.testbed import regimes
+      if regimes.WIDTH[regime] > 1:
+        draft = widen_target(draft, regimes.WIDTH[regime])
+  missing = runner.Drafts(eagle3=e3, draft=draft).missing(methods)
+  if missing:
+    raise ValueError(f"--methods {', '.join(sorted(rivals))} need {' and '.join(missing)}")
+  return runner.Drafts(eagle3=e3, draft=draft)
 
 
 def with_ablation(methods: list[Method], kind: str | None) -> list[Method]:
@@ -199,9 +234,11 @@ def run(args) -> dict[str, Any]:
   target = load_target(model, dtype=DTYPES[args.dtype])
   head = Head.load(head_path, target=target) if head_path else (
       None if args.model else Head.random(target, seed=args.seed, num_layers=2))
+  drafts = _rival_drafts(args, target, wanted, regime)
   if regime:
     target, head = regimes.widen_pair(target, head, regime)
     _say(f"testbed regime: {regimes.LABEL[regime]}")
+  drafts = runner.Drafts(block=head, eagle3=drafts.eagle3, draft=drafts.draft)
   block_size = head.config.block_size if head is not None else 16
   methods = with_ablation(parse_methods(args.methods, args.budgets, depth=block_size - 1), args.ablate)
   processor = Processor.from_pretrained(str(target.path))
@@ -221,7 +258,7 @@ def run(args) -> dict[str, Any]:
   total = len(methods) * (n_sig + args.repeats * sum(len(p) for p in prompts.values()))
   progress = Progress(total, desc="compile") if total else None
   t0 = time.perf_counter()
-  probs = runner.warm_up(target, head, prompts, methods, kw, progress)
+  probs = runner.warm_up(target, drafts, prompts, methods, kw, progress)
   compile_s = time.perf_counter() - t0
   for e in probs:
     _say(e["message"], progress)
@@ -238,7 +275,7 @@ def run(args) -> dict[str, Any]:
       _say(e["message"], progress)
       errors.append(e)
       continue
-    runs = runner.time_task(target, head, ps, methods, kw, repeats=args.repeats, progress=progress,
+    runs = runner.time_task(target, drafts, ps, methods, kw, repeats=args.repeats, progress=progress,
                             hot=not args.cold)
     ids = [p.id for p in ps]
     runs_by_task[t.name] = runs
@@ -247,7 +284,8 @@ def run(args) -> dict[str, Any]:
                          "skipped_rows": t.skipped_rows,
                          "methods": rep.task_stats(runs, methods, ids, seed=args.seed, depth=block_size - 1),
                          "entropy_law": None, "image_test": None,
-                         "tree_over_chain": rep.tree_over_chain(runs, methods, seed=args.seed)}
+                         "tree_over_chain": rep.tree_over_chain(runs, methods, seed=args.seed),
+                         "glance_vs_rivals": rep.glance_vs_rivals(runs, methods, seed=args.seed)}
   if progress is not None:
     progress.close()
 
@@ -269,7 +307,8 @@ def run(args) -> dict[str, Any]:
     tasks_out[name]["entropy_law"] = entry
   report = {
       "schema": rep.SCHEMA_VERSION,
-      "config": {"model": str(model), "head": head_path, "task_files": [str(f) for f in files],
+      "config": {"model": str(model), "head": head_path, "eagle3_head": args.eagle3_head, "draft": args.draft,
+                 "task_files": [str(f) for f in files],
                  "methods": [m.label for m in methods],
                  "budgets": [b for b in args.budgets if b != "auto"], "round_cost": args.round_cost,
                  "regime": regime, "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,

@@ -15,6 +15,7 @@ Definitions (per task and method, over its prompts; docs/benchmarking.md has the
                     target's own token) is >= 8
   share_at_block_cap  share of rounds that accepted a whole block (a = L = block_size - 1): the draft,
                     not the target's uncertainty, ended them (None for AR)
+  draft_passes_per_round  sequential draft forward passes a round (glance / chain 1, eagle3 S, two-model S)
   lossless          every timed run of every prompt emitted AR's tokens (AR: its own first run)
   tree_over_chain   tau of glance at the largest fixed budget N over chain's tau, with a paired
                     bootstrap 95% interval over prompts (the paper's 1.45-1.49x at N = 63)
@@ -84,6 +85,7 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       # target's uncertainty, ended the round
       "share_at_block_cap": float(np.mean(a >= depth)) if a.size and method.method != "ar" else None,
       "mean_root_entropy": float(np.mean(h)) if h.size else None,
+      "draft_passes_per_round": int(rs[0].passes) if rs else 0,
       "lossless": all(ok), "mismatches": int(len(ok) - sum(ok)),
       "mismatch_ids": [i for i, good in zip(ids, ok) if not good],
       "per_prompt": [{"id": pid, "new_tokens": int(len(r.tokens)), "rounds": int(len(r.accepted)),
@@ -199,6 +201,29 @@ def tree_over_chain(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[M
           "chain_tau": float(ny.sum() / dy.sum()), "ratio": ratio, "lo": lo, "hi": hi}
 
 
+RIVAL_METHODS = ("eagle3", "eagle3-chain", "two-model")
+
+
+def glance_vs_rivals(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],
+                     seed: int = 0) -> dict[str, Any] | None:
+  """The paper's layout for one task: GLANCE at its best operating point on this task (the glance
+  arm, fixed or auto, not ablated, with the lowest total time) against each rival arm run: both
+  taus and "GLANCE faster by" = t_rival / t_glance on per-prompt times rescaled to AR's tokens, with
+  a paired bootstrap 95% interval over prompts. None without a glance arm and a rival."""
+  times = scaled_times(runs)
+  ours = [m for m in methods if m.method == "glance" and m.ablate is None]
+  rivals = [m for m in methods if m.method in RIVAL_METHODS]
+  if not ours or not rivals:
+    return None
+  best = min(ours, key=lambda m: float(np.sum(times[m.label])))
+  tau = {m.label: float(np.mean(np.concatenate([r.accepted for r in runs[m.label]]) + 1)) for m in [best, *rivals]}
+  out = {"glance": best.label, "glance_tau": tau[best.label], "rivals": {}}
+  for m in rivals:
+    ratio, lo, hi = _ratio(times[m.label], times[best.label], seed=seed)
+    out["rivals"][m.label] = {"tau": tau[m.label], "glance_faster_by": ratio, "lo": lo, "hi": hi}
+  return out
+
+
 def json_safe(v: Any) -> Any:
   """numpy -> Python, non-finite floats -> None (strict JSON)."""
   if isinstance(v, Mapping):
@@ -234,7 +259,7 @@ METHOD_STATS = {
     "method": str, "budget": int, "ablate": OPT_STR, "n_prompts": int, "new_tokens": int, "rounds": int, "tau": NUM,
     "tokens_per_round": OPT_NUM, "ms_per_token": NUM, "speedup_vs_ar": SPEEDUP,
     "speedup_vs_best_other": Opt(SPEEDUP), "share_a_ge_8": OPT_NUM, "share_at_block_cap": OPT_NUM,
-    "mean_root_entropy": OPT_NUM,
+    "mean_root_entropy": OPT_NUM, "draft_passes_per_round": int,
     "lossless": bool, "mismatches": int, "mismatch_ids": [str], "per_prompt": [PER_PROMPT],
 }
 # One task's entropy-law entry: analysis.entropy_law.analyze()["tasks"][task] (see its docstring).
@@ -264,6 +289,7 @@ TASK = {
     "file": str, "n_prompts": int, "prompt_ids": [str], "skipped_rows": int,
     "methods": {"*": METHOD_STATS}, "entropy_law": Opt(ENTROPY_TASK), "image_test": Opt(dict),
     "tree_over_chain": Opt(TREE_OVER_CHAIN),
+    # glance_vs_rivals (written since 2026-12-02; absent from earlier reports)
 }
 ERROR = {"file": OPT_STR, "line": OPT_INT, "id": OPT_STR, "task": OPT_STR, "message": str, "fatal": bool}
 SCHEMA = {
@@ -366,21 +392,21 @@ def markdown(report: Mapping[str, Any]) -> str:
   """One row per task and method, then one per method for the geometric mean over tasks, the
   tree-over-chain tau ratio per task, then the entropy law of the primary method: the summary
   (law_report.summary_markdown: per task, pooled, common slope) and each task's decile table."""
-  head = ("| task | method | N | prompts | tau | tokens/round | ms/token | speedup vs AR [95% CI] "
+  head = ("| task | method | N | passes | prompts | tau | tokens/round | ms/token | speedup vs AR [95% CI] "
           "| vs best other [95% CI] | a>=8 share | mean H | lossless |")
-  lines = [head, "|" + "---|" * 12]
+  lines = [head, "|" + "---|" * 13]
   for name, t in report["tasks"].items():
     for label, s in t["methods"].items():
       lossless = "yes" if s["lossless"] else f"NO ({s['mismatches']})"
       n = "-" if s["method"] == "ar" else (
           "/".join(map(str, s["widths_used"])) if s.get("auto") and s.get("widths_used") else s["budget"])
-      lines.append(f"| {name} | {label} | {n} | "
+      lines.append(f"| {name} | {label} | {n} | {s.get('draft_passes_per_round', '-')} | "
                    f"{s['n_prompts']} | {s['tau']:.2f} | {_f(s['tokens_per_round'])} | "
                    f"{s['ms_per_token']:.3f} | {_ci(s['speedup_vs_ar'])} | "
                    f"{_ci(s['speedup_vs_best_other'], True)} | {_f(s['share_a_ge_8'], 3)} | "
                    f"{_f(s['mean_root_entropy'])} | {lossless} |")
   for label, g in report["geomean"].items():
-    lines.append(f"| geomean ({g['n_tasks']} tasks) | {label} | | | | | | "
+    lines.append(f"| geomean ({g['n_tasks']} tasks) | {label} | | | | | | | "
                  f"{_ci({**g, 'other': 'ar'})} | | | | |")
   toc = {name: t.get("tree_over_chain") for name, t in report["tasks"].items()}
   if any(toc.values()):
@@ -391,6 +417,19 @@ def markdown(report: Mapping[str, Any]) -> str:
       if v:
         lines.append(f"| {name} | {v['tree_tau']:.2f} | {v['chain_tau']:.2f} | "
                      f"{_ci({'speedup': v['ratio'], 'lo': v['lo'], 'hi': v['hi']})} |")
+  vs = {name: t.get("glance_vs_rivals") for name, t in report["tasks"].items()}
+  if any(vs.values()):
+    rivals = sorted({r for v in vs.values() if v for r in v["rivals"]})
+    lines += ["", "GLANCE against the rivals (the paper's layout: GLANCE at its fastest arm per task; "
+              "faster by = rival time / GLANCE time, same prompts):", "",
+              "| task | GLANCE arm | GLANCE tau | " + " | ".join(f"{r} tau | GLANCE faster by [95% CI]" for r in rivals)
+              + " |", "|" + "---|" * (3 + 2 * len(rivals))]
+    for name, v in vs.items():
+      if v:
+        cells = [f"{v['rivals'][r]['tau']:.2f} | "
+                 f"{_ci({'speedup': v['rivals'][r]['glance_faster_by'], 'lo': v['rivals'][r]['lo'], 'hi': v['rivals'][r]['hi']})}"
+                 if r in v["rivals"] else "- | -" for r in rivals]
+        lines.append(f"| {name} | {v['glance']} | {v['glance_tau']:.2f} | " + " | ".join(cells) + " |")
   law = report["entropy_law"]
   primary = law["method"]
   if primary and law["by_method"].get(primary):

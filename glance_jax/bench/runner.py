@@ -40,12 +40,42 @@ class Method:
   ablate: str | None = None   # an ablation of head.ABLATIONS: `glance-63[zero-context]`
 
 
-# The methods the bench runs with the block head it loads (eagle3 needs an EAGLE-3 head: not yet here).
+# The methods the bench runs with the block head it loads, and the rivals with drafters of their own
+# (Drafts: --eagle3-head for eagle3 / eagle3-chain, --draft for two-model); a rival's N is its preset's.
 BENCH_METHODS = ("ar", "ngram", "chain", "glance")
+RIVALS = ("eagle3", "eagle3-chain", "two-model")
 
 
 def method_choices() -> str:
-  return ", ".join([*BENCH_METHODS, "glance-N", "glance-auto", "HEAD_METHOD[ABLATION]"])
+  return ", ".join([*BENCH_METHODS, "glance-N", "glance-auto", *RIVALS, "HEAD_METHOD[ABLATION]"])
+
+
+def rival_budget(name: str) -> int:
+  """The nodes a rival's round verifies (its preset's; the bench reports it as the method's N)."""
+  from glance_jax.decode.drafters import eagle3, two_model
+  return eagle3.PRESETS[name][2] - 1 if name in eagle3.PRESETS else two_model.PRESETS[name]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Drafts:
+  """What each method drafts with: the block head (chain, glance), an EAGLE-3 head (eagle3,
+  eagle3-chain: eagle3.Eagle3Checkpoint), a draft model (two-model: a smaller qwen3_vl.Target)."""
+  block: Any = None
+  eagle3: Any = None
+  draft: Any = None
+
+  def for_method(self, m: "Method"):
+    if m.method in ("chain", "glance"):
+      return self.block if m.ablate is None or self.block is None else _ablated_head(self.block, m.ablate)
+    if m.method.startswith("eagle3"):
+      return self.eagle3
+    return self.draft if m.method == "two-model" else None
+
+  def missing(self, methods) -> list[str]:
+    """The flags the rivals in `methods` need and were not given."""
+    need = {"eagle3": ("--eagle3-head", self.eagle3), "eagle3-chain": ("--eagle3-head", self.eagle3),
+            "two-model": ("--draft", self.draft)}
+    return sorted({need[m.method][0] for m in methods if m.method in need and need[m.method][1] is None})
 
 
 def ablated(m: Method, kind: str) -> Method:
@@ -84,6 +114,8 @@ def parse_methods(text: str, budgets: Sequence[int | str], depth: int = 15) -> l
       new = [Method(name, name, depth)]
     elif name == "ar":
       new = []
+    elif name in RIVALS:
+      new = [Method(name, name, rival_budget(name))]
     else:
       raise ValueError(f"unknown method {name!r}; valid: {method_choices()}")
     if kind is not None:
@@ -133,6 +165,7 @@ class PromptRun:
   predicted: np.ndarray | None = None   # glance: float [rounds, P] raw E[A] of the top-w trees
   observed: np.ndarray | None = None    # glance: int [rounds, P] their accepted lengths (-1 = not verified)
   widths: np.ndarray | None = None      # int [rounds]: verify width of each round
+  passes: int = 0                       # sequential draft forward passes a round (the drafter's)
 
 
 def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = PAD_MULTIPLE
@@ -164,15 +197,14 @@ def _ablated_head(head, kind: str):
 
 
 def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
+  """One generate() of method m; head: a Drafts, or the block head alone."""
   from glance_jax.bench.engine import generate
   kw = dict(kw)
   round_cost = kw.pop("round_cost", None)
   if m.auto:
     kw.update(auto=True, round_cost=round_cost)
-  if m.ablate is not None and head is not None:
-    head = _ablated_head(head, m.ablate)
-  return generate(target, prompt.inputs, head=head if m.method in ("chain", "glance") else None,
-                  method=m.method, budget=m.budget, **kw)
+  drafts = head if isinstance(head, Drafts) else Drafts(block=head)
+  return generate(target, prompt.inputs, head=drafts.for_method(m), method=m.method, budget=m.budget, **kw)
 
 
 MAP_COUNT_FILE, MAP_LIMIT_FILE = "/proc/self/maps", "/proc/sys/vm/max_map_count"
@@ -278,7 +310,7 @@ def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: di
         cur[m.label] = PromptRun([dt], tokens, np.asarray(res.accepted[0]), np.asarray(res.root_entropy[0]),
                                  predicted=res.predicted[0] if res.record_widths else None,
                                  observed=res.observed[0] if res.record_widths else None,
-                                 widths=res.widths)
+                                 widths=res.widths, passes=res.draft_passes_per_round)
       else:
         run = cur[m.label]
         run.times.append(dt)

@@ -66,9 +66,15 @@ _EXPLAIN = {
                 "subject": "shape {n}",
                 "close": ("That is all.", "Nothing else is drawn.", "That is the picture.")},
 }
+# A fork is only a fork to a greedy target if its options start with different tokens: options
+# sharing a first token pool their mass there, so that token wins every time (the second build's
+# adjectives clear / clean / calm all start "Ġc" (3/8 of the mass) and its greedy answers said
+# "clean" or "clear" in 93% of clauses, while its connectives, which start apart, varied). The
+# adjectives are single tokens of the shipped 512-token vocabulary (v4's words); the verbs start
+# Ġis / Ġl / Ġsee; the caption's degrees share "Ġ" and fork at their second token.
 _VERBS = ("is", "looks", "seems")
-_ADJECTIVES = ("clear", "neat", "plain", "bold", "calm", "sharp", "soft", "clean")
-_DEGREES = ("", "very ", "quite ", "rather ")     # the caption's extra fork: it is the open task
+_ADJECTIVES = ("cold", "hot", "soft", "fast", "tall", "low", "old", "dark")
+_DEGREES = ("very ", "quite ", "rather ")     # the caption's extra fork: it is the open task
 
 
 def _pick(rng, options):
