@@ -236,17 +236,19 @@ def test_defaults_run_the_testbed(bench):
   assert report["config"]["regime"] == "compute"
 
 
-def test_regime_is_the_testbeds(files, monkeypatch, capsys):
-  """--regime widens the shipped testbed (glance_jax/testbed/regimes.py); with --model it is an error."""
-  monkeypatch.setattr(sys, "argv", ["decode.py", "bench", "--model", "some/dir", "--regime", "memory",
+def test_an_unknown_regime_is_an_error(files, monkeypatch, capsys):
+  """--regime widens the testbed pair, or the given --model / --head pair (glance_jax/testbed/regimes.py);
+  an unknown one is an argparse error."""
+  monkeypatch.setattr(sys, "argv", ["decode.py", "bench", "--model", "some/dir", "--regime", "gpu",
                                     "--methods", "ar", files["empty"]])
   with pytest.raises(SystemExit) as e:
     cli.cli_main()
   assert e.value.code == 2
-  assert "--regime is the shipped testbed's" in capsys.readouterr().err
+  assert "--regime" in capsys.readouterr().err
   from glance_jax.testbed import regimes
   with pytest.raises(ValueError, match="unknown testbed regime 'gpu'"):
     regimes.check("gpu")
+  assert regimes.resolve("memory", False) == "memory" and regimes.resolve(None, False) is None
 
 
 def test_padding_keeps_the_tokens(bench):

@@ -81,7 +81,7 @@ def run(args) -> dict:
   mesh = make_mesh([int(x) for x in args.mesh.split(",")]) if args.mesh else None
   use_testbed = args.model is None and testbed.available()
   from glance_jax.testbed import regimes
-  regimes.resolve(args.regime, use_testbed)     # --regime with --model is an error
+  regimes.resolve(args.regime, use_testbed)     # an unknown regime is an error
   if use_testbed:
     example = read_task_file(testbed.task_files()[0], on_error="raise")[0]
     path = testbed.TARGET
