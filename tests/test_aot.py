@@ -156,3 +156,17 @@ def test_out_of_memory_messages_become_figures():
   assert temps == dict(temp_needed_bytes=58.75 * 2**30, hbm_bytes=15.75 * 2**30)
   assert _oom("Used 2.73T of 95.74G hbm")["used_bytes"] == 2.73 * 2**40
   assert _oom("some other compiler error") == {}
+
+
+def test_a_loops_ratio_is_per_iteration():
+  """loop.<m> against loop.ar per iteration (the while body), the whole programs' ratio beside it;
+  rounds against round.ar as before."""
+  from glance_jax.aot.report import add_ratios
+  rows = [dict(name="loop.ar.b1", hbm_traffic=4.0, round_hbm_traffic=3.9, flops=1.0, bytes_accessed_raw=1.0),
+          dict(name="loop.glance63.b1", hbm_traffic=5.5, round_hbm_traffic=5.07, flops=2.0, bytes_accessed_raw=1.0),
+          dict(name="round.ar.b1", hbm_traffic=3.9, flops=1.0, bytes_accessed_raw=1.0),
+          dict(name="round.glance63.b1", hbm_traffic=4.9, flops=3.0, bytes_accessed_raw=2.0)]
+  add_ratios(rows)
+  by = {r["name"]: r["vs_ar"] for r in rows}
+  assert by["loop.glance63.b1"]["hbm"] == pytest.approx(1.3) and by["loop.glance63.b1"]["hbm_whole"] == pytest.approx(1.375)
+  assert by["round.glance63.b1"]["hbm"] == pytest.approx(4.9 / 3.9) and by["round.glance63.b1"]["flops"] == 3.0
