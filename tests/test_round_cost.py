@@ -93,3 +93,19 @@ def test_gpu_8b_smoke_tiny(tmp_path, capsys):
   assert saved["context"] == 64 and saved["ar_ms_per_token"] > 0
   _check_rows(saved["rows"], (1, 3))
   assert saved["best"]["budget"] in (1, 3) and saved["head_layers"] == 1
+
+
+def test_rival_round_cost_smallest_run(tmp_path, capsys):
+  """benchmarks/rival_round_cost.py at the testbed's own size (no widening), a few tokens: every arm
+  runs, emits AR's tokens and reports its passes and verified tokens."""
+  from benchmarks import rival_round_cost as rrc
+  path = tmp_path / "r.json"
+  rep = rrc.main(["--widen", "1", "--max-new", "6", "--repeats", "1", "--json", str(path)])
+  rows = {r["arm"]: r for r in rep["rows"]}
+  assert list(rows) == [a for a, _ in rrc.ARMS] and all(r["lossless"] for r in rows.values())
+  assert {a: (r["passes"], r["verified"]) for a, r in rows.items()} == {
+      "ar": (0, 1), "glance-15": (1, 16), "glance-31": (1, 32), "glance-63": (1, 64), "eagle3": (8, 32),
+      "eagle3-chain": (3, 4), "two-model": (4, 5)}
+  assert rows["ar"]["round_over_ar"] == 1.0 and all(r["ms_per_round"] > 0 for r in rows.values())
+  assert "| eagle3 | 8 | 32 |" in capsys.readouterr().out
+  assert json.loads(path.read_text())["rows"][0]["arm"] == "ar"

@@ -1,0 +1,128 @@
+"""Round cost per arm, GLANCE against its rivals, on one target at a memory-bound size:
+
+    python benchmarks/rival_round_cost.py [--widen 8] [--max-new 48] [--repeats 5] [--json OUT]
+
+The shipped testbed target's shapes (3.0M parameters) with random "lively" weights, widened `--widen`
+times (qwen3_vl/widen.py, the testbed's memory regime: x8 = 101M decoder parameters, 403 MB in
+fp32), a random 2-layer GLANCE head widened alike, a random one-midlayer EAGLE-3 head at the wide
+target's widths (taps: EAGLE-3's default low / mid / high, its whole vocabulary as the draft
+vocabulary), and for two-model a random draft of the target's shapes at half its depth, widened
+alike. Per arm: generate() on one ~300-token prompt with an image, `--max-new` tokens, timed end to
+end (the prefill included) and divided by its rounds. Random drafters accept little, so each round is close to
+the arm's round at its own width: what a round costs, not what it earns; t_round / t_AR is the tau
+an arm needs to break even with AR on this machine. Repeats interleaved in a fresh order each;
+medians; ratios within one run only. Say what else ran beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import sys
+import time
+
+if __package__ in (None, ""):  # run as `python benchmarks/rival_round_cost.py`
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from glance_jax.bench import timing  # noqa: E402
+
+ARMS = (("ar", "ar"), ("glance-15", "glance"), ("glance-31", "glance"), ("glance-63", "glance"),
+        ("eagle3", "eagle3"), ("eagle3-chain", "eagle3-chain"), ("two-model", "two-model"))
+
+
+def testbed_config():
+  from glance_jax.config import Qwen3VLConfig
+  from glance_jax.testbed import paths
+  return Qwen3VLConfig.from_json_file(paths.TARGET / "config.json")
+
+
+def make_arms(cfg, widen: int, seed: int = 3):
+  """(target, {arm label: (method, head or draft, budget)}) at `widen` x the config's widths."""
+  from glance_jax.bench.random_models import make_head, make_target
+  from glance_jax.eagle3 import Eagle3Checkpoint, abstract_head, vocab_map_from_counts
+  from glance_jax.head.widen import widen_head
+  from glance_jax.qwen3_vl.widen import widen_target
+  from glance_jax.testing.random_weights import lively
+  from glance_jax.train.eagle3_train import head_config
+  target = make_target(cfg, seed)
+  head = make_head(target, seed + 1, 2)
+  half = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, num_hidden_layers=max(
+      len(cfg.vision.deepstack_visual_indexes), cfg.text.num_hidden_layers // 2)))
+  draft = make_target(half, seed + 2)
+  if widen > 1:
+    target = widen_target(target, widen)
+    head = widen_head(head, widen, target=target)
+    draft = widen_target(draft, widen)
+  e3cfg = head_config(target.config, draft_vocab=target.config.text.vocab_size)
+  gd, abstract = abstract_head(e3cfg)
+  d2t, t2d = vocab_map_from_counts(np.ones(e3cfg.vocab_size, np.int64), e3cfg.draft_vocab_size)
+  e3 = Eagle3Checkpoint(e3cfg, gd, lively(abstract, seed + 4), jnp.asarray(d2t, jnp.int32), jnp.asarray(t2d))
+  arms = {label: (method, {"glance": head, "ar": None, "two-model": draft}.get(method, e3),
+                  int(label.split("-")[1]) if label.startswith("glance-") else 63) for label, method in ARMS}
+  return target, arms
+
+
+def measure(widen: int = 8, max_new: int = 48, repeats: int = 5, context: int = 300, seed: int = 3) -> dict:
+  from glance_jax.bench.engine import generate
+  from glance_jax.bench.random_models import long_prompt
+  cfg = testbed_config()
+  target, arms = make_arms(cfg, widen, seed)
+  prompt = long_prompt(cfg, context, seed, image=True)
+
+  def run(label):
+    method, head, budget = arms[label]
+    t0 = time.perf_counter()
+    res = generate(target, prompt, head=head, method=method, budget=budget, max_new_tokens=max_new, stop_tokens=())
+    return time.perf_counter() - t0, res
+
+  ref = None
+  meta = {}
+  for label in arms:                      # compile every arm, check its tokens against AR's
+    _, res = run(label)
+    toks = [int(t) for t in res.tokens[0]]
+    ref = toks if ref is None else ref
+    meta[label] = dict(lossless=toks == ref, rounds=int(res.rounds[0]), passes=int(res.draft_passes_per_round),
+                       verified=int(res.num_nodes) + 1)
+    print(f"compiled {label}: {meta[label]}", flush=True)
+  times = {label: [] for label in arms}
+  for label in timing.interleaved(list(arms), repeats, seed):
+    dt, res = run(label)
+    times[label].append(1e3 * dt / max(int(res.rounds[0]), 1))
+  t_ar = timing.median(times["ar"])
+  rows = [dict(arm=label, ms_per_round=timing.median(v), round_over_ar=timing.median(v) / t_ar, **meta[label])
+          for label, v in times.items()]
+  p = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(target.params))
+  return dict(widen=widen, target_params=p, max_new=max_new, repeats=repeats, context=context,
+              device=str(jax.devices()[0].device_kind), rows=rows)
+
+
+def table(r: dict) -> str:
+  lines = [f"target: the testbed's shapes x{r['widen']} ({r['target_params'] / 1e6:.1f}M parameters, random), "
+           f"{r['max_new']} new tokens, {r['repeats']} repeats, {r['device']}", "",
+           "| arm | draft passes | verified tokens | ms / round | t_round / t_AR | lossless |", "|---|---|---|---|---|---|"]
+  for row in r["rows"]:
+    lines.append(f"| {row['arm']} | {row['passes']} | {row['verified']} | {row['ms_per_round']:.1f} | "
+                 f"{row['round_over_ar']:.2f} | {'yes' if row['lossless'] else 'NO'} |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> dict:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--widen", type=int, default=8)
+  ap.add_argument("--max-new", type=int, default=48)
+  ap.add_argument("--repeats", type=int, default=5)
+  ap.add_argument("--json", dest="json_out")
+  args = ap.parse_args(argv)
+  t0 = time.perf_counter()
+  r = measure(widen=args.widen, max_new=args.max_new, repeats=args.repeats)
+  print(table(r), end="")
+  return timing.finish(r, t0, args.json_out)
+
+
+if __name__ == "__main__":
+  main()
