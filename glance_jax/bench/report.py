@@ -217,11 +217,9 @@ def glance_vs_rivals(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[
     return None
   best = min(ours, key=lambda m: float(np.sum(times[m.label])))
   tau = {m.label: float(np.mean(np.concatenate([r.accepted for r in runs[m.label]]) + 1)) for m in [best, *rivals]}
-  out = {"glance": best.label, "glance_tau": tau[best.label], "rivals": {}}
-  for m in rivals:
-    ratio, lo, hi = _ratio(times[m.label], times[best.label], seed=seed)
-    out["rivals"][m.label] = {"tau": tau[m.label], "glance_faster_by": ratio, "lo": lo, "hi": hi}
-  return out
+  faster = {m.label: _ratio(times[m.label], times[best.label], seed=seed) for m in rivals}
+  return {"glance": best.label, "glance_tau": tau[best.label], "rivals": {
+      k: {"tau": tau[k], "glance_faster_by": r, "lo": lo, "hi": hi} for k, (r, lo, hi) in faster.items()}}
 
 
 def json_safe(v: Any) -> Any:
