@@ -50,10 +50,10 @@ def test_every_program_compiles_for_v5e(tmp_path):
 
 @needs_libtpu
 def test_the_rivals_rounds_compile_for_v5e(tmp_path):
-  """The rivals' rounds compile for TPU at 8B beside AR's: EAGLE-3's (8 sequential draft passes, the
+  """The rivals' rounds compile for TPU beside AR's (tiny shapes; the 8B figures: docs/tpu.md): EAGLE-3's (8 sequential draft passes, the
   dynamic tree, the same verify; eagle3-chain is the same program at K = 1, `--methods eagle3chain`)
-  and two-model's (Qwen3-VL-4B's 4 passes over its own cache, then the 8B's verify): each reads
-  more than AR's round and less than AR's plus the draft's weights once a pass."""
+  and two-model's (the draft's 4 passes over its own cache, then the target's verify): each reads
+  more than AR's round."""
   r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--programs", "round", "--methods", "ar,eagle3,twomodel",
            out=tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -62,8 +62,9 @@ def test_the_rivals_rounds_compile_for_v5e(tmp_path):
   ar = rows["round.ar.b1"]["hbm_traffic"]
   for name in ("round.eagle3.b1", "round.twomodel.b1"):
     assert "error" not in rows[name] and rows[name]["fits"] and rows[name]["hbm_traffic"] > ar, rows[name]
-  # the 4B's weights (~8.9 GB in bf16, ~2.2 GB a device) read 4 times: well above AR's 8B round
-  assert rows["round.twomodel.b1"]["hbm_traffic"] > 2.5 * ar, (rows["round.twomodel.b1"]["hbm_traffic"], ar)
+  # the draft (the tiny target at half its depth here) is read once a pass, 4 passes a round: more
+  # than half of AR's round again (at 8B, Qwen3-VL-4B: 3.23x AR, docs/tpu.md)
+  assert rows["round.twomodel.b1"]["hbm_traffic"] > 1.5 * ar, (rows["round.twomodel.b1"]["hbm_traffic"], ar)
 
 
 @needs_libtpu
