@@ -25,7 +25,12 @@ verify, walk+commit: each a jitted fori_loop, (T(R) - T(0)) / R) and the whole r
 real jitted decode loop with the oracle drafter (every round accepts 15 unless bf16 breaks an
 argmax near-tie differently in the N + 1-row verify than in AR's one-row step: the tokens are then
 not AR's and later rounds accept less, which leaves the cost per round unchanged; reported as
-"same tokens as AR" and the oracle tau), for N in 1, 15, 31, 63, plus AR's ms/token. Printed: a
+"same tokens as AR" and the oracle tau), for N in 1, 15, 31, 63, plus AR's ms/token. Then the rivals
+(`--rivals`, default eagle3,eagle3-chain,two-model; "" skips them): a random one-midlayer EAGLE-3
+head at the 8B's widths (taps 3, 17, 32, a 32000-token draft vocabulary) at its presets 8/8/32 and
+3/1/4, and two-model with a random Qwen3-VL-4B (born on the device; 8.9 GB in bf16) drafting chains
+of 4, each timed end to end through generate() per round beside AR and glance-31 / glance-63
+(benchmarks/rival_round_cost.time_arms; random drafters accept little: a round's cost). Printed: a
 markdown table (t_round / t_AR = the tau a budget needs to break even with AR; with --taus, the
 predicted speedup tau(N) * t_AR / t_round(N) and the best N) and JSON with the device kind.
 """
@@ -45,6 +50,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/gpu_8b.py`
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
+from benchmarks import rival_round_cost as rrc  # noqa: E402
 from benchmarks import round_cost as rc  # noqa: E402
 from glance_jax.bench import round_split, timing  # noqa: E402
 from glance_jax.bench.random_models import long_prompt, size_config  # noqa: E402
@@ -72,6 +78,8 @@ def main(argv=None) -> dict:
   ap.add_argument("--target-ms", type=float, default=25.0, help="each timed phase call lasts about this long")
   ap.add_argument("--taus", default=None, help="bench JSON from `decode.py bench`, or N:tau,... (15:3.1,31:3.4)")
   ap.add_argument("--cache-dir", default=None, help="XLA persistent compilation cache (reruns skip compiles)")
+  ap.add_argument("--rivals", default="eagle3,eagle3-chain,two-model",
+                  help="rival arms timed beside AR and glance ('' = none): eagle3, eagle3-chain, two-model")
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--json", default=None, help="write the results here")
   args = ap.parse_args(argv)
@@ -112,12 +120,42 @@ def main(argv=None) -> dict:
         ", ".join(f"N={r['budget']} {'yes' if r.get('same_tokens_as_ar') else 'no'} (tau {r['oracle_tau']:.2f})"
                   for r in rows if r["method"] == "glance"))
   print(rc.NOTES)
+  rival_rows = _rivals(args, cfg, target, head, prompt, dtype)
   report = dict(command=command, device_kind=dev.device_kind, platform=dev.platform, size=args.size,
                 dtype=args.dtype, params_m=res["params_m"], head_layers=res["head_layers"],
                 head_params_m=res["head_params_m"], context=res["context"], image=args.image,
                 ar_ms_per_token=t_ar, rows=rows, best=rc.best_budget(rows), taus=taus, init_seconds=t_init,
-                split=res)
+                split=res, rivals=rival_rows)
   return timing.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
+
+
+def _rivals(args, cfg, target, head, prompt, dtype) -> list[dict]:
+  """The rival arms of --rivals beside AR and glance-31 / 63, one table (rival_round_cost.time_arms)."""
+  wanted = [x for x in args.rivals.split(",") if x]
+  unknown = set(wanted) - {"eagle3", "eagle3-chain", "two-model"}
+  if unknown:
+    raise SystemExit(f"--rivals: unknown arm(s) {sorted(unknown)}; choose from eagle3, eagle3-chain, two-model")
+  if not wanted:
+    return []
+  from glance_jax.presets import QWEN3_VL_4B
+  e3 = rrc.eagle3_random(target, args.seed + 4, 32000 if cfg == QWEN3_VL_8B else None) if any(
+      w.startswith("eagle3") for w in wanted) else None
+  draft = None
+  if "two-model" in wanted:
+    import dataclasses
+    dcfg = QWEN3_VL_4B if cfg == QWEN3_VL_8B else dataclasses.replace(cfg, text=dataclasses.replace(
+        cfg.text, num_hidden_layers=max(len(cfg.vision.deepstack_visual_indexes), cfg.text.num_hidden_layers // 2)))
+    draft = Target.random(dcfg, seed=args.seed + 5, dtype=dtype)
+  arms = {"ar": ("ar", None, 1), "glance-31": ("glance", head, 31), "glance-63": ("glance", head, 63)}
+  arms.update({k: v for k, v in rrc.rival_arms(target, e3, draft).items() if k in wanted})
+  rows = rrc.time_arms(target, arms, prompt, max_new=args.new_tokens, repeats=args.repeats, seed=args.seed,
+                       log=lambda m: print(m, flush=True))
+  print("\n## The rivals, end to end per round (random drafters: a round's cost, not its acceptance)\n")
+  print("| arm | draft passes | verified tokens | ms / round | t_round / t_AR | same tokens as AR |\n|---|---|---|---|---|---|")
+  for r in rows:
+    print(f"| {r['arm']} | {r['passes']} | {r['verified']} | {r['ms_per_round']:.2f} | {r['round_over_ar']:.2f} | "
+          f"{'yes' if r['lossless'] else 'no'} |")
+  return rows
 
 
 if __name__ == "__main__":

@@ -31,8 +31,7 @@ import numpy as np  # noqa: E402
 
 from glance_jax.bench import timing  # noqa: E402
 
-ARMS = (("ar", "ar"), ("glance-15", "glance"), ("glance-31", "glance"), ("glance-63", "glance"),
-        ("eagle3", "eagle3"), ("eagle3-chain", "eagle3-chain"), ("two-model", "two-model"))
+ARMS = ("ar", "glance-15", "glance-31", "glance-63", "eagle3", "eagle3-chain", "two-model")
 
 
 def testbed_config():
@@ -41,14 +40,39 @@ def testbed_config():
   return Qwen3VLConfig.from_json_file(paths.TARGET / "config.json")
 
 
+def eagle3_random(target, seed: int, draft_vocab: int | None = None):
+  """A random one-midlayer EAGLE-3 head at the target's widths (EAGLE-3's default taps; SpecForge's
+  (3, 17, 32) at 36 layers; first / middle / last below 4 layers, too shallow for the default), its
+  draft vocabulary the first `draft_vocab` tokens."""
+  from glance_jax.eagle3 import Eagle3Checkpoint, abstract_head, vocab_map_from_counts
+  from glance_jax.testing.random_weights import lively
+  from glance_jax.train.eagle3_train import head_config
+  layers = target.config.text.num_hidden_layers
+  cfg = head_config(target.config, draft_vocab=draft_vocab or target.config.text.vocab_size,
+                    aux_layer_ids=(3, 17, 32) if layers == 36 else (0, layers // 2, layers - 1) if layers < 4 else ())
+  gd, abstract = abstract_head(cfg, dtype=target.dtype)
+  counts = np.zeros(cfg.vocab_size, np.int64)
+  counts[: cfg.draft_vocab_size] = 1
+  d2t, t2d = vocab_map_from_counts(counts, cfg.draft_vocab_size)
+  return Eagle3Checkpoint(cfg, gd, lively(abstract, seed), jnp.asarray(d2t, jnp.int32), jnp.asarray(t2d))
+
+
+def rival_arms(target, eagle3, draft) -> dict:
+  """{arm label: (method, its drafter, budget)} for the rivals (eagle3 / eagle3-chain with the EAGLE-3
+  head, two-model with the draft model; an arm whose drafter is None is left out)."""
+  arms = {}
+  if eagle3 is not None:
+    arms.update({"eagle3": ("eagle3", eagle3, 63), "eagle3-chain": ("eagle3-chain", eagle3, 63)})
+  if draft is not None:
+    arms["two-model"] = ("two-model", draft, 63)
+  return arms
+
+
 def make_arms(cfg, widen: int, seed: int = 3):
   """(target, {arm label: (method, head or draft, budget)}) at `widen` x the config's widths."""
   from glance_jax.bench.random_models import make_head, make_target
-  from glance_jax.eagle3 import Eagle3Checkpoint, abstract_head, vocab_map_from_counts
   from glance_jax.head.widen import widen_head
   from glance_jax.qwen3_vl.widen import widen_target
-  from glance_jax.testing.random_weights import lively
-  from glance_jax.train.eagle3_train import head_config
   target = make_target(cfg, seed)
   head = make_head(target, seed + 1, 2)
   half = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, num_hidden_layers=max(
@@ -58,21 +82,14 @@ def make_arms(cfg, widen: int, seed: int = 3):
     target = widen_target(target, widen)
     head = widen_head(head, widen, target=target)
     draft = widen_target(draft, widen)
-  e3cfg = head_config(target.config, draft_vocab=target.config.text.vocab_size)
-  gd, abstract = abstract_head(e3cfg)
-  d2t, t2d = vocab_map_from_counts(np.ones(e3cfg.vocab_size, np.int64), e3cfg.draft_vocab_size)
-  e3 = Eagle3Checkpoint(e3cfg, gd, lively(abstract, seed + 4), jnp.asarray(d2t, jnp.int32), jnp.asarray(t2d))
-  arms = {label: (method, {"glance": head, "ar": None, "two-model": draft}.get(method, e3),
-                  int(label.split("-")[1]) if label.startswith("glance-") else 63) for label, method in ARMS}
-  return target, arms
+  arms = {"ar": ("ar", None, 1), **{f"glance-{n}": ("glance", head, n) for n in (15, 31, 63)}}
+  return target, {**arms, **rival_arms(target, eagle3_random(target, seed + 4), draft)}
 
 
-def measure(widen: int = 8, max_new: int = 48, repeats: int = 5, context: int = 300, seed: int = 3) -> dict:
+def time_arms(target, arms: dict, prompt, *, max_new: int, repeats: int, seed: int = 0, log=print) -> list[dict]:
+  """Per arm (the first must be "ar"): generate() end to end (the prefill included) over its rounds,
+  interleaved repeats, medians; each arm's tokens checked against the first arm's."""
   from glance_jax.bench.engine import generate
-  from glance_jax.bench.random_models import long_prompt
-  cfg = testbed_config()
-  target, arms = make_arms(cfg, widen, seed)
-  prompt = long_prompt(cfg, context, seed, image=True)
 
   def run(label):
     method, head, budget = arms[label]
@@ -80,22 +97,30 @@ def measure(widen: int = 8, max_new: int = 48, repeats: int = 5, context: int = 
     res = generate(target, prompt, head=head, method=method, budget=budget, max_new_tokens=max_new, stop_tokens=())
     return time.perf_counter() - t0, res
 
-  ref = None
-  meta = {}
+  ref, meta = None, {}
   for label in arms:                      # compile every arm, check its tokens against AR's
     _, res = run(label)
     toks = [int(t) for t in res.tokens[0]]
     ref = toks if ref is None else ref
     meta[label] = dict(lossless=toks == ref, rounds=int(res.rounds[0]), passes=int(res.draft_passes_per_round),
                        verified=int(res.num_nodes) + 1)
-    print(f"compiled {label}: {meta[label]}", flush=True)
+    log(f"compiled {label}: {meta[label]}")
   times = {label: [] for label in arms}
   for label in timing.interleaved(list(arms), repeats, seed):
     dt, res = run(label)
     times[label].append(1e3 * dt / max(int(res.rounds[0]), 1))
-  t_ar = timing.median(times["ar"])
-  rows = [dict(arm=label, ms_per_round=timing.median(v), round_over_ar=timing.median(v) / t_ar, **meta[label])
+  t_ar = timing.median(times[next(iter(arms))])
+  return [dict(arm=label, ms_per_round=timing.median(v), round_over_ar=timing.median(v) / t_ar, **meta[label])
           for label, v in times.items()]
+
+
+def measure(widen: int = 8, max_new: int = 48, repeats: int = 5, context: int = 300, seed: int = 3) -> dict:
+  from glance_jax.bench.random_models import long_prompt
+  cfg = testbed_config()
+  target, arms = make_arms(cfg, widen, seed)
+  prompt = long_prompt(cfg, context, seed, image=True)
+  rows = time_arms(target, arms, prompt, max_new=max_new, repeats=repeats, seed=seed,
+                   log=lambda m: print(m, flush=True))
   p = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(target.params))
   return dict(widen=widen, target_params=p, max_new=max_new, repeats=repeats, context=context,
               device=str(jax.devices()[0].device_kind), rows=rows)

@@ -93,6 +93,9 @@ def test_gpu_8b_smoke_tiny(tmp_path, capsys):
   assert saved["context"] == 64 and saved["ar_ms_per_token"] > 0
   _check_rows(saved["rows"], (1, 3))
   assert saved["best"]["budget"] in (1, 3) and saved["head_layers"] == 1
+  rivals = {r["arm"]: r for r in saved["rivals"]}
+  assert list(rivals) == ["ar", "glance-31", "glance-63", "eagle3", "eagle3-chain", "two-model"], list(rivals)
+  assert rivals["eagle3"]["passes"] == 8 and rivals["two-model"]["verified"] == 5 and "## The rivals" in out
 
 
 def test_rival_round_cost_smallest_run(tmp_path, capsys):
@@ -102,7 +105,7 @@ def test_rival_round_cost_smallest_run(tmp_path, capsys):
   path = tmp_path / "r.json"
   rep = rrc.main(["--widen", "1", "--max-new", "6", "--repeats", "1", "--json", str(path)])
   rows = {r["arm"]: r for r in rep["rows"]}
-  assert list(rows) == [a for a, _ in rrc.ARMS] and all(r["lossless"] for r in rows.values())
+  assert list(rows) == list(rrc.ARMS) and all(r["lossless"] for r in rows.values())
   assert {a: (r["passes"], r["verified"]) for a, r in rows.items()} == {
       "ar": (0, 1), "glance-15": (1, 16), "glance-31": (1, 32), "glance-63": (1, 64), "eagle3": (8, 32),
       "eagle3-chain": (3, 4), "two-model": (4, 5)}
