@@ -166,5 +166,13 @@ def pinner(mesh: Mesh | None, rules: Sequence[Rule] = TRAIN_RULES):
   return pin
 
 
+def pin_kv(xs: Sequence[jax.Array], mesh: Mesh | None) -> tuple[jax.Array, ...]:
+  """Per-layer K or V buffers [B, S, kv_heads, head_dim] in the decode layout: rows on data, kv
+  heads on tensor (unchanged without a mesh). Every decode cache (the target's, a block head's
+  context, an EAGLE-3 midlayer's, a two-model draft's) is pinned with it."""
+  pin = pinner(mesh, DEFAULT_RULES)
+  return tuple(pin(x, BATCH, None, KV_HEADS, None) for x in xs)
+
+
 def named(mesh: Mesh, *spec) -> NamedSharding:
   return NamedSharding(mesh, P(*spec))

@@ -28,7 +28,7 @@ from glance_jax import sharding as shd
 from glance_jax.decode.drafter import Drafter, Prefill, Proposal
 from glance_jax.decode.sampling import SamplingConfig, choose, entropy
 from glance_jax.decode.verify import WalkResult, commit_kv, empty_tree, first_nodes, walk
-from glance_jax.qwen3_vl.cache import KVCache, init_cache, write_rows
+from glance_jax.qwen3_vl.cache import KVCache, init_cache, pin_cache, write_rows
 from glance_jax.qwen3_vl.engine import last_rows
 from glance_jax.qwen3_vl.prompt import Prompt
 from glance_jax.static_args import merge
@@ -75,15 +75,6 @@ def _is_stop(tokens: jax.Array, stops: jax.Array) -> jax.Array:
   return jnp.any(tokens[..., None] == stops, axis=-1)
 
 
-def _pin_cache(cache: KVCache, mesh: Mesh | None) -> KVCache:
-  """The target cache in its decode layout: rows on data, kv heads on tensor."""
-  if mesh is None:
-    return cache
-  pin = shd.pinner(mesh, shd.DEFAULT_RULES)
-  kv = lambda xs: tuple(pin(x, shd.BATCH, None, shd.KV_HEADS, None) for x in xs)  # noqa: E731
-  return cache.replace(k=kv(cache.k), v=kv(cache.v))
-
-
 def _pin_rows(x: jax.Array, mesh: Mesh | None) -> jax.Array:
   if mesh is None:
     return x
@@ -98,10 +89,10 @@ def prefill(tgd, tparams, drafter: Drafter, dparams, policy, prompt: Prompt, rop
   graphdef and params (either form static_args.merge takes)."""
   target = merge(tgd, tparams)
   b, s = prompt.input_ids.shape
-  cache = _pin_cache(init_cache(target.cfg.text, b, max_length, target.embed_weight.dtype), cfg.mesh)
+  cache = pin_cache(init_cache(target.cfg.text, b, max_length, target.embed_weight.dtype), cfg.mesh)
   h, cache, taps = target.forward_prompt(prompt, cache, tap_layers=drafter.tap_layers)
   lengths = prompt.lengths
-  cache = _pin_cache(cache.replace(length=lengths), cfg.mesh)
+  cache = pin_cache(cache.replace(length=lengths), cfg.mesh)
   key, sub = jax.random.split(key)
   first = choose(target.logits(last_rows(h, lengths))[:, 0], sub, cfg.sampling)
   c = drafter.max_depth + 1
@@ -166,7 +157,7 @@ class Rounds:
       feats = jnp.take_along_axis(tapped, res.commit_rows[:, :, None], axis=1)   # [B, C, F]
     dstate = drafter.commit(self.dparams, target, st.drafter, st, res, feats, live)
     st = self._emit(st, res, live, entropy(logits[:, 0]), w)
-    return st.replace(cache=_pin_cache(cache, cfg.mesh), key=key, drafter=dstate,
+    return st.replace(cache=pin_cache(cache, cfg.mesh), key=key, drafter=dstate,
                       policy=self.policy.update(st.policy, proposal, res, w, live, st.rounds - 1))
 
   def _emit(self, st: LoopState, res: WalkResult, live, root_h, w: int) -> LoopState:

@@ -12,6 +12,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from glance_jax import sharding as shd
 from glance_jax.config import TextConfig
 
 
@@ -37,6 +38,13 @@ def init_cache(cfg: TextConfig, batch_size: int, max_length: int, dtype=jnp.floa
   n = cfg.num_hidden_layers
   return KVCache(k=tuple(zeros() for _ in range(n)), v=tuple(zeros() for _ in range(n)),
                  length=jnp.zeros((batch_size,), jnp.int32))
+
+
+def pin_cache(cache: KVCache, mesh) -> KVCache:
+  """The cache in its decode layout (sharding.pin_kv: rows on data, kv heads on tensor)."""
+  if mesh is None:
+    return cache
+  return cache.replace(k=shd.pin_kv(cache.k, mesh), v=shd.pin_kv(cache.v, mesh))
 
 
 def write_rows(buf: jax.Array, new: jax.Array, start: jax.Array) -> jax.Array:

@@ -84,8 +84,7 @@ class BlockDrafter(Drafter):
     return nnx.merge(self.graphdef.value, as_tree(params))
 
   def _pin(self, kv: tuple) -> tuple:
-    pin = shd.pinner(self.mesh, shd.DEFAULT_RULES)
-    return tuple(pin(x, shd.BATCH, None, shd.KV_HEADS, None) for x in kv)
+    return shd.pin_kv(kv, self.mesh)
 
   def init(self, params, target, prefill: Prefill) -> BlockState:
     head = self._head(params)

@@ -89,9 +89,7 @@ class Eagle3Drafter(Drafter):
     return nnx.merge(self.graphdef.value, as_tree(params[0]))
 
   def _pin(self, cache: Eagle3Cache) -> Eagle3Cache:
-    pin = shd.pinner(self.mesh, shd.DEFAULT_RULES)
-    kv = lambda xs: tuple(pin(x, shd.BATCH, None, shd.KV_HEADS, None) for x in xs)  # noqa: E731
-    return Eagle3Cache(k=kv(cache.k), v=kv(cache.v))
+    return Eagle3Cache(k=shd.pin_kv(cache.k, self.mesh), v=shd.pin_kv(cache.v, self.mesh))
 
   def init(self, params, target, prefill: Prefill) -> Eagle3State:
     """The head over the prompt: row t = (taps of token t, token t + 1), the last row's token being

@@ -29,11 +29,10 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from glance_jax import sharding as shd
 from glance_jax.decode.drafter import Drafter, Prefill, Proposal
 from glance_jax.decode.drafters.block import text_positions
 from glance_jax.decode.verify import chain_from_tokens
-from glance_jax.qwen3_vl.cache import KVCache, init_cache
+from glance_jax.qwen3_vl.cache import KVCache, init_cache, pin_cache
 from glance_jax.static_args import Hashed, merge
 
 PRESETS = {"two-model": 4}        # chain length S (SpecDec-style drafts of 3-5 tokens; the paper's 4B arm)
@@ -67,19 +66,12 @@ class TwoModelDrafter(Drafter):
   def passes(self) -> int:
     return self.depth
 
-  def _pin(self, cache: KVCache) -> KVCache:
-    if self.mesh is None:
-      return cache
-    pin = shd.pinner(self.mesh, shd.DEFAULT_RULES)
-    kv = lambda xs: tuple(pin(x, shd.BATCH, None, shd.KV_HEADS, None) for x in xs)  # noqa: E731
-    return cache.replace(k=kv(cache.k), v=kv(cache.v))
-
   def init(self, params, target, prefill: Prefill) -> TwoModelState:
     draft = merge(self.graphdef, params)
     b = prefill.lengths.shape[0]
     cache = init_cache(draft.cfg.text, b, prefill.max_length, draft.embed_weight.dtype)
     _, cache, _ = draft.forward_prompt(prefill.prompt, cache)
-    return TwoModelState(cache=self._pin(cache.replace(length=prefill.lengths)))
+    return TwoModelState(cache=pin_cache(cache.replace(length=prefill.lengths), self.mesh))
 
   def propose(self, params, target, state: TwoModelState, st):
     draft = merge(self.graphdef, params)
@@ -113,7 +105,7 @@ class TwoModelDrafter(Drafter):
     toks = jnp.concatenate([toks, tok[:, None]], axis=1)
     scores = jnp.concatenate([scores, (score + jnp.take_along_axis(lp, tok[:, None], axis=1)[:, 0])[:, None]], axis=1)
     tree = chain_from_tokens(toks, jnp.ones((b, self.depth), bool))
-    return Proposal(tree, scores), state.replace(cache=self._pin(cache))
+    return Proposal(tree, scores), state.replace(cache=pin_cache(cache, self.mesh))
 
 
 def check_pair(draft_config, target_config, draft_path=None, target_path=None) -> None:
