@@ -137,15 +137,10 @@ def _rivals(args, cfg, target, head, prompt, dtype) -> list[dict]:
     raise SystemExit(f"--rivals: unknown arm(s) {sorted(unknown)}; choose from eagle3, eagle3-chain, two-model")
   if not wanted:
     return []
-  from glance_jax.presets import QWEN3_VL_4B
+  from glance_jax.decode.drafters.two_model import draft_config_for
   e3 = rrc.eagle3_random(target, args.seed + 4, 32000 if cfg == QWEN3_VL_8B else None) if any(
       w.startswith("eagle3") for w in wanted) else None
-  draft = None
-  if "two-model" in wanted:
-    import dataclasses
-    dcfg = QWEN3_VL_4B if cfg == QWEN3_VL_8B else dataclasses.replace(cfg, text=dataclasses.replace(
-        cfg.text, num_hidden_layers=max(len(cfg.vision.deepstack_visual_indexes), cfg.text.num_hidden_layers // 2)))
-    draft = Target.random(dcfg, seed=args.seed + 5, dtype=dtype)
+  draft = Target.random(draft_config_for(cfg), seed=args.seed + 5, dtype=dtype) if "two-model" in wanted else None
   arms = {"ar": ("ar", None, 1), "glance-31": ("glance", head, 31), "glance-63": ("glance", head, 63)}
   arms.update({k: v for k, v in rrc.rival_arms(target, e3, draft).items() if k in wanted})
   rows = rrc.time_arms(target, arms, prompt, max_new=args.new_tokens, repeats=args.repeats, seed=args.seed,

@@ -17,7 +17,6 @@ medians; ratios within one run only. Say what else ran beside it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import pathlib
 import sys
 import time
@@ -71,13 +70,12 @@ def rival_arms(target, eagle3, draft) -> dict:
 def make_arms(cfg, widen: int, seed: int = 3):
   """(target, {arm label: (method, head or draft, budget)}) at `widen` x the config's widths."""
   from glance_jax.bench.random_models import make_head, make_target
+  from glance_jax.decode.drafters.two_model import draft_config_for
   from glance_jax.head.widen import widen_head
   from glance_jax.qwen3_vl.widen import widen_target
   target = make_target(cfg, seed)
   head = make_head(target, seed + 1, 2)
-  half = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, num_hidden_layers=max(
-      len(cfg.vision.deepstack_visual_indexes), cfg.text.num_hidden_layers // 2)))
-  draft = make_target(half, seed + 2)
+  draft = make_target(draft_config_for(cfg), seed + 2)
   if widen > 1:
     target = widen_target(target, widen)
     head = widen_head(head, widen, target=target)

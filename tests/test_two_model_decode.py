@@ -79,6 +79,14 @@ def test_lossless(world, which, depth):
         np.bincount(acc)
 
 
+def test_a_chain_of_one_is_lossless(world):
+  """S = 1: the round's 2-row pass alone drafts (no one-row passes)."""
+  _, _, ref, res = run(world, "noisy", 1)
+  assert [list(t) for t in res.tokens] == ref and res.draft_passes_per_round == 1
+  acc = np.concatenate(res.accepted)
+  assert acc.max() == 1 and (acc == 0).any()
+
+
 def test_the_target_drafting_for_itself_accepts_every_chain(world):
   w = world
   b = mixed_batch(seed=3, rows=12)

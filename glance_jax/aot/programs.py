@@ -202,17 +202,11 @@ def eagle3_head(sizes: Sizes, mesh: Mesh, draft_vocab: int = 32000):
 
 
 def draft_model(sizes: Sizes, mesh: Mesh):
-  """The two-model arm's abstract draft: (config, graphdef, params). Qwen3-VL-4B for the 8B (the
-  paper's pairing: same tokenizer, the small vision tower with the same patch geometry); for any
-  other target, the target's config at half its depth."""
-  from glance_jax.presets import QWEN3_VL_4B
-  from glance_jax.config import QWEN3_VL_8B
+  """The two-model arm's abstract draft: (config, graphdef, params), two_model.draft_config_for's
+  config (Qwen3-VL-4B for the 8B)."""
+  from glance_jax.decode.drafters.two_model import draft_config_for
   from glance_jax.qwen3_vl.weights import abstract_model
-  cfg = sizes.config
-  if cfg == QWEN3_VL_8B:
-    dcfg = QWEN3_VL_4B
-  else:
-    dcfg = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, num_hidden_layers=max(len(cfg.vision.deepstack_visual_indexes) if cfg.vision else 1, cfg.text.num_hidden_layers // 2)))
+  dcfg = draft_config_for(sizes.config)
   gd, state = abstract_model(dcfg, sizes.dtype)
   return dcfg, gd, abstract_state(state, mesh)
 

@@ -86,26 +86,40 @@ class TwoModelDrafter(Drafter):
     lp = jax.nn.log_softmax(draft.logits(h[:, 1]), axis=-1)               # [B, V]: after the root
     one = jnp.ones((b, 1, 1), bool)
 
+    def pick(lp, score):
+      """The draft's greedy token and the chain's cumulative log-prob with it."""
+      tok = jnp.argmax(lp, axis=-1).astype(jnp.int32)
+      return tok, score + jnp.take_along_axis(lp, tok[:, None], axis=1)[:, 0]
+
     def step(carry, i):
       cache, lp, score = carry
-      tok = jnp.argmax(lp, axis=-1).astype(jnp.int32)
-      score = score + jnp.take_along_axis(lp, tok[:, None], axis=1)[:, 0]
+      tok, score = pick(lp, score)
       # fed at slot L + i; its output chooses the next token
       h, cache, _ = draft(tok[:, None], text_positions(st.cache.length + i + st.rope_delta, jnp.zeros((1,), jnp.int32)),
                           cache.replace(length=st.cache.length + i), one)
       return (cache, jax.nn.log_softmax(draft.logits(h[:, 0]), axis=-1), score), (tok, score)
 
-    zero = jnp.zeros((b,), jnp.float32)
-    if self.depth > 1:
-      (cache, lp, score), (toks, scores) = jax.lax.scan(step, (cache, lp, zero), jnp.arange(1, self.depth))
-      toks, scores = jnp.moveaxis(toks, 0, 1), jnp.moveaxis(scores, 0, 1)  # [B, S - 1]
-    else:
-      score, toks, scores = zero, jnp.zeros((b, 0), jnp.int32), jnp.zeros((b, 0), jnp.float32)
-    tok = jnp.argmax(lp, axis=-1).astype(jnp.int32)                       # the S-th: chosen, never fed
-    toks = jnp.concatenate([toks, tok[:, None]], axis=1)
-    scores = jnp.concatenate([scores, (score + jnp.take_along_axis(lp, tok[:, None], axis=1)[:, 0])[:, None]], axis=1)
+    # S - 1 fed tokens (none at S = 1: a scan of length 0), then the S-th, chosen and never fed
+    (cache, lp, score), (toks, scores) = jax.lax.scan(step, (cache, lp, jnp.zeros((b,), jnp.float32)),
+                                                      jnp.arange(1, self.depth))
+    tok, score = pick(lp, score)
+    toks = jnp.concatenate([jnp.moveaxis(toks, 0, 1), tok[:, None]], axis=1)            # [B, S]
+    scores = jnp.concatenate([jnp.moveaxis(scores, 0, 1), score[:, None]], axis=1)
     tree = chain_from_tokens(toks, jnp.ones((b, self.depth), bool))
     return Proposal(tree, scores), state.replace(cache=pin_cache(cache, self.mesh))
+
+
+def draft_config_for(target_config):
+  """The draft a benchmark pairs with a target when it has none: Qwen3-VL-4B for the 8B (the
+  paper's pairing: the same tokenizer, the small vision tower with the same patch geometry); for any
+  other target, its own config at half its depth (never fewer layers than its deepstack levels)."""
+  from glance_jax.config import QWEN3_VL_8B
+  from glance_jax.presets import QWEN3_VL_4B
+  if target_config == QWEN3_VL_8B:
+    return QWEN3_VL_4B
+  t, v = target_config.text, target_config.vision
+  layers = max(len(v.deepstack_visual_indexes) if v is not None else 1, t.num_hidden_layers // 2)
+  return dataclasses.replace(target_config, text=dataclasses.replace(t, num_hidden_layers=layers))
 
 
 def check_pair(draft_config, target_config, draft_path=None, target_path=None) -> None:
