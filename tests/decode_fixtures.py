@@ -52,6 +52,14 @@ def batch(cfg: Qwen3VLConfig, seed: int, rows: int, with_images: bool, max_len: 
                                pixel_values=pixel_values, image_grid_thw=grid)
 
 
+def stops_inside_rounds(free) -> tuple[int, int]:
+  """Two stop tokens that AR's free-running outputs `free` (int [B, T], -1 past the end; pass the
+  part after the first few tokens) emit mid-sequence: the 2nd and 3rd most frequent, so that stops
+  land inside draft blocks and rounds."""
+  values, counts = np.unique(free[free >= 0], return_counts=True)
+  return tuple(int(v) for v in values[np.argsort(-counts)][1:3])
+
+
 def assert_samples_like_ar(target, drafter, vocab: int, rows: int = 3000):
   """`rows` copies of one text prompt sampled at T = 1 with AR and with `drafter` (a (Drafter, params)
   pair): the 2nd and 3rd tokens, which the walk decides, follow one law by a chi-square two-sample

@@ -25,9 +25,7 @@ def setup():
   batches = [fx.batch(cfg, seed=s, rows=10, with_images=s % 2 == 1) for s in range(6)]   # 60 prompts
   # stop tokens: two tokens the AR outputs emit mid-sequence, so stops land inside blocks
   free, _ = target.generate_greedy(batches[0], MAX_NEW, stop_tokens=())
-  mid = free[:, 3:30].reshape(-1)
-  values, counts = np.unique(mid[mid >= 0], return_counts=True)
-  stops = tuple(int(v) for v in values[np.argsort(-counts)][1:3])
+  stops = fx.stops_inside_rounds(free[:, 3:30])
   refs = [target.generate_greedy(b, MAX_NEW, stop_tokens=stops)[0] for b in batches]
   return target, head, batches, stops, refs
 

@@ -99,9 +99,7 @@ def run_preset(w, name: str):
     # AR at the longest max_new_tokens, cut (one compile for every preset: 2 stops each time)
     ar = lambda stops: w.target.generate_greedy(  # noqa: E731
         b, max(MAX_NEW.values()), stop_tokens=stops)[0][:, :max_new]
-    free = ar((-2, -3))[:, 3:]
-    values, counts = np.unique(free[free >= 0], return_counts=True)
-    stops = tuple(int(v) for v in values[np.argsort(-counts)][1:3])      # they land inside rounds
+    stops = fx.stops_inside_rounds(ar((-2, -3))[:, 3:])
     ref = ar(stops)
     p = _plan(w, name)
     args, state = gen.start(w.target, b, p, max_new_tokens=max_new, stop_tokens=stops)

@@ -58,9 +58,7 @@ def run(w, which: str, depth: int):
   if (which, depth) not in w.runs:
     b = mixed_batch(seed=0)
     ar = functools.partial(w.target.generate_greedy, b, MAX_NEW)
-    free = ar(stop_tokens=(-2, -3))[0][:, 3:]
-    values, counts = np.unique(free[free >= 0], return_counts=True)
-    stops = tuple(int(v) for v in values[np.argsort(-counts)][1:3])      # they land inside rounds
+    stops = fx.stops_inside_rounds(ar(stop_tokens=(-2, -3))[0][:, 3:])
     p = _plan(w, getattr(w, which), depth)
     args, state = gen.start(w.target, b, p, max_new_tokens=MAX_NEW, stop_tokens=stops)
     w.runs[which, depth] = (b, stops, _rows(ar(stop_tokens=stops)[0]), gen.finish(p, gen.loop(args, state)))

@@ -143,10 +143,8 @@ def _rival_drafts(args, target, methods, regime):
     from glance_jax.qwen3_vl.target import load_target
     draft = load_target(args.draft, dtype=DTYPES[args.dtype])
     if regime:
-      from glance_jax.qwen3_vl.widen import widen_target
       from glance_jax.testbed import regimes
-      if regimes.WIDTH[regime] > 1:
-        draft = widen_target(draft, regimes.WIDTH[regime])
+      draft, _ = regimes.widen_pair(draft, None, regime)
   missing = runner.Drafts(eagle3=e3, draft=draft).missing(methods)
   if missing:
     raise ValueError(f"--methods {', '.join(sorted(rivals))} need {' and '.join(missing)}")

@@ -31,7 +31,7 @@ import numpy as np
 from glance_jax.analysis import (
     analyze, bootstrap_geomean_ratio, compare_methods, decile_markdown, end_censoring, geometric_mean,
     law_checks, paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios, summary_markdown)
-from glance_jax.bench.runner import Method, PromptRun
+from glance_jax.bench.runner import RIVALS, Method, PromptRun
 
 SCHEMA_VERSION = "glance_jax.bench/1"
 A_LONG = 8          # share_a_ge_8 threshold on the accepted length a
@@ -201,9 +201,6 @@ def tree_over_chain(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[M
           "chain_tau": float(ny.sum() / dy.sum()), "ratio": ratio, "lo": lo, "hi": hi}
 
 
-RIVAL_METHODS = ("eagle3", "eagle3-chain", "two-model")
-
-
 def glance_vs_rivals(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],
                      seed: int = 0) -> dict[str, Any] | None:
   """The paper's layout for one task: GLANCE at its best operating point on this task (the glance
@@ -212,7 +209,7 @@ def glance_vs_rivals(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[
   a paired bootstrap 95% interval over prompts. None without a glance arm and a rival."""
   times = scaled_times(runs)
   ours = [m for m in methods if m.method == "glance" and m.ablate is None]
-  rivals = [m for m in methods if m.method in RIVAL_METHODS]
+  rivals = [m for m in methods if m.method in RIVALS]
   if not ours or not rivals:
     return None
   best = min(ours, key=lambda m: float(np.sum(times[m.label])))
