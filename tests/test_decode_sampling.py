@@ -65,6 +65,22 @@ def test_glance_sampling_matches_ar_sampling(setup, sampling):
     assert max(len(np.unique(second[first == f])) for f in np.unique(first)) <= 8
 
 
+def test_target_generate_ar_draws_from_the_same_distribution(setup):
+  """Target.generate_ar at T = 1 (engine.ar_decode: what sampled regeneration writes) against the
+  decode loop's AR sampling: tokens 1-3 agree in distribution; at T = 0.3 the same test tells them
+  apart (so it has the power to fail)."""
+  target, head, inputs = setup
+  v = target.config.text.vocab_size
+  ar = _run(target, head, inputs, "ar", 1, seed=1)
+  hot, _ = target.generate_ar(inputs, 3, sampling=SamplingConfig(1.0), key=jax.random.key(7), stop_tokens=())
+  for k in (0, 1, 2):
+    assert _same_distribution(_tokens(ar, k), hot[:, k], v) > 1e-3
+  cold, _ = target.generate_ar(inputs, 3, sampling=SamplingConfig(0.3), key=jax.random.key(7), stop_tokens=())
+  assert _same_distribution(_tokens(ar, 1), cold[:, 1], v) < 1e-6
+  with pytest.raises(ValueError, match="needs a PRNG key"):
+    target.generate_ar(inputs, 3, sampling=SamplingConfig(1.0))
+
+
 def test_wrong_walk_fails_the_same_test(setup, monkeypatch):
   target, head, inputs = setup
   v = target.config.text.vocab_size

@@ -32,6 +32,10 @@ class SamplingConfig:
   def greedy(self) -> bool:
     return self.temperature == 0.0
 
+  def choose(self, logits: jax.Array, key: jax.Array) -> jax.Array:
+    """choose(logits, key, self): what qwen3_vl.engine.ar_decode calls to draw a token."""
+    return choose(logits, key, self)
+
 
 def filtered_logits(logits: jax.Array, cfg: SamplingConfig) -> jax.Array:
   """logits [..., V] fp32 -> temperature-scaled logits with top-k / top-p cut to -inf."""

@@ -88,7 +88,6 @@ def forward_block(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, tok
   return Output(model.logits(h), cache, taps)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens"), donate_argnames=("cache",))
 def greedy_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, first_logits: jax.Array,
                   rope_delta: jax.Array, eos_ids: jax.Array, *, max_new_tokens: int):
   """Plain AR greedy decoding in one while_loop. first_logits [B,V] from prefill.
@@ -105,8 +104,26 @@ def greedy_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, fir
   oracle independent of the speculative loop, so a bug shared by all of the loop's methods (commit,
   positions, cache lengths) cannot make them agree with it.
   """
+  return ar_decode(graphdef, params, cache, first_logits, rope_delta, eos_ids, jax.random.key(0),
+                   max_new_tokens=max_new_tokens, sampling=None)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "sampling"),
+                   donate_argnames=("cache",))
+def ar_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, first_logits: jax.Array,
+              rope_delta: jax.Array, eos_ids: jax.Array, key: jax.Array, *, max_new_tokens: int,
+              sampling=None):
+  """greedy_decode when `sampling` is None or greedy (key unused); else each token drawn by
+  `sampling.choose(logits, key)` with step i's key fold_in(key, i) (one draw per row). `sampling` is
+  a decode.sampling.SamplingConfig (hashable, a static argument), taken by what it does: the model
+  layer does not import the decoding layer above it."""
   model = merge(graphdef, params)
   b = first_logits.shape[0]
+
+  def pick(logits, i):
+    if sampling is None or sampling.greedy:
+      return greedy_tokens(logits)
+    return sampling.choose(logits, jax.random.fold_in(key, i))
 
   def is_stop(tok):
     return jnp.any(tok[:, None] == eos_ids[None, :], axis=-1)
@@ -123,10 +140,10 @@ def greedy_decode(graphdef: nnx.GraphDef, params: nnx.State, cache: KVCache, fir
     h, new_cache, _ = model(tok[:, None], pos, cache, jnp.ones((b, 1, 1), bool))
     # rows already done keep their cache length (their extra writes sit beyond it, unseen).
     new_cache = new_cache.replace(length=cache.length + (~done).astype(jnp.int32))
-    nxt = greedy_tokens(model.logits(h)[:, 0])
+    nxt = pick(model.logits(h)[:, 0], i + 1)
     return i + 1, nxt, out, done, new_cache
 
-  tok0 = greedy_tokens(first_logits)
+  tok0 = pick(first_logits, 0)
   out0 = jnp.full((b, max_new_tokens), -1, jnp.int32)
   state = (jnp.int32(0), tok0, out0, jnp.zeros((b,), bool), cache)
   _, _, out, _, cache = jax.lax.while_loop(cond, body, state)

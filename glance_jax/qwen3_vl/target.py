@@ -157,14 +157,24 @@ class Target(JitArgs):
   def generate_greedy(self, inputs, max_new_tokens: int, *, max_length: int | None = None,
                       stop_tokens: Sequence[int] | None = None):
     """Plain greedy AR decoding. Returns (tokens int32 [B, max_new_tokens] with -1 after a stop, counts [B])."""
+    return self.generate_ar(inputs, max_new_tokens, max_length=max_length, stop_tokens=stop_tokens)
+
+  def generate_ar(self, inputs, max_new_tokens: int, *, sampling=None, key=None,
+                  max_length: int | None = None, stop_tokens: Sequence[int] | None = None):
+    """Plain AR decoding: greedy, or with `sampling` (decode.sampling.SamplingConfig at T > 0) each
+    token drawn after its temperature / top-k / top-p with `key` (a jax PRNG key; required then).
+    Returns as generate_greedy."""
+    if sampling is not None and not sampling.greedy and key is None:
+      raise ValueError("generate_ar: sampling at temperature > 0 needs a PRNG key")
     ids = np.asarray(inputs.input_ids)
     cache = self.init_cache(ids.shape[0], max_length or ids.shape[1] + max_new_tokens + 1)
     out = self.prefill(inputs, cache, logits_at="last")
     stops = self.config.eos_token_ids if stop_tokens is None else tuple(stop_tokens)
-    toks, n, _ = engine.greedy_decode(self.jit_graphdef, self.flat_params, out.cache, out.logits[:, 0],
-                                      jnp.asarray(inputs.rope_delta, jnp.int32),
-                                      jnp.asarray(list(stops) or [-2], jnp.int32),
-                                      max_new_tokens=max_new_tokens)
+    toks, n, _ = engine.ar_decode(self.jit_graphdef, self.flat_params, out.cache, out.logits[:, 0],
+                                  jnp.asarray(inputs.rope_delta, jnp.int32),
+                                  jnp.asarray(list(stops) or [-2], jnp.int32),
+                                  jax.random.key(0) if key is None else key,
+                                  max_new_tokens=max_new_tokens, sampling=sampling)
     return np.asarray(toks), np.asarray(n)
 
 

@@ -38,9 +38,15 @@ READING_END = "\n\n"      # the reading part ends here; evaluate.score scores on
 # tokenizer, at a peak learning rate of 3e-4. Longest prompt + answer: see
 # tests/test_testbed_suite.py::test_v5_answer_lengths.
 TARGET_TRAIN = {"init_from": "v4", "seq_len": 256, "steps": 1200, "lr": 3e-4, "warmup": 120}
-# The head's recipe (configs/train_testbed.py) but for its steps: rows 2.7x v4's cost ~2 s a step
-# on 2 cores, and 1500 steps (12000 rows, ~8 epochs of the 1536 answers) fit one session with the target.
-HEAD_TRAIN = {"steps": 1500}
+# The head's recipe (configs/train_testbed.py) but for its steps and its rows: rows 2.7x v4's cost
+# ~1-2 s a step on 2 cores, and 1500 steps (12000 rows, ~8 epochs of the 1536 answers) fit one
+# session with the target. The rows are the target's answers drawn at T = 1, top-p 0.9, not its
+# greedy ones: at a fork between near-equal options (an adjective: ln 8 nats) a head trained on
+# greedy rows learned the target's tie-break and accepted through it (third build: tau 10.8-13.2 at
+# N = 63); on drawn rows it learns the target's distribution there (the same pair, 1000 steps on
+# drawn rows: 7.6-10.0, tree over chain 1.15-1.42 from 1.13-1.25; docs/testbed.md). top-p 0.9 cuts
+# the tail that T = 1 alone spelled into misspelt words ("Alselse") in 1-2% of clauses.
+HEAD_TRAIN = {"steps": 1500, "regen_temperature": 1.0, "regen_top_p": 0.9}
 ANSWER_TOKENS = 224       # max_new_tokens that covers every answer (evaluation, benchmarks)
 
 _SEP_P = 0.55             # table: "; " or ", " after each row

@@ -34,7 +34,10 @@ class TrainConfig:
   compute_dtype: str = "bfloat16"          # head forward dtype; master weights stay fp32
   # --- data
   task_files: tuple[str, ...] = ()         # JSONL prompt files (glance_jax.data.records); regenerated first
-  regen_max_new_tokens: int = 256          # the target's greedy answers: length cap
+  regen_max_new_tokens: int = 256          # the target's answers: length cap
+  regen_temperature: float = 0.0           # 0: the target's greedy answers; > 0: draws at that T
+  regen_top_p: float = 1.0                 # (a head then learns the target's distribution at its
+  regen_top_k: int = 0                     # forks, not its tie-breaks: train/regenerate.py)
   regen_batch_size: int = 8
   seq_len: int = 1024                      # prompt + response, right-padded
   max_patches: int = 1024                  # static vision patch budget per batch (all images)
@@ -74,7 +77,17 @@ class TrainConfig:
   keep: int = 3                            # last n checkpoints kept
   log_every: int = 1
 
+  @property
+  def regen_sampling(self):
+    """The regeneration's decode.sampling.SamplingConfig (greedy at regen_temperature 0)."""
+    from glance_jax.decode.sampling import SamplingConfig
+    try:
+      return SamplingConfig(self.regen_temperature, self.regen_top_k, self.regen_top_p)
+    except ValueError as e:
+      raise ValueError(f"regen_temperature / regen_top_k / regen_top_p: {e}") from None
+
   def __post_init__(self):
+    self.regen_sampling   # checks the three regen_ sampling fields
     if self.drafter not in DRAFTERS:
       raise ValueError(f"drafter must be one of {', '.join(map(repr, DRAFTERS))}, got {self.drafter!r}")
     if self.eagle3_aux_layer_ids and len(self.eagle3_aux_layer_ids) != 3:

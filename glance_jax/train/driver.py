@@ -51,14 +51,16 @@ def regen_paths(cfg: TrainConfig) -> list[pathlib.Path]:
 
 
 def run_regeneration(cfg: TrainConfig, target, processor) -> list[pathlib.Path]:
-  """The target's greedy answers to every task file's prompts (resumable, one process)."""
+  """The target's answers (greedy, or drawn with cfg.regen_sampling) to every task file's prompts
+  (resumable, one process)."""
   from glance_jax.data.records import read_task_file
   from glance_jax.train.regenerate import regenerate
   outs = []
   for task_file, out in zip(cfg.task_files, regen_paths(cfg)):
     records = read_task_file(task_file, on_error=cfg.on_bad_record)
     outs.append(regenerate(target, processor, records, out, batch_size=cfg.regen_batch_size,
-                           max_new_tokens=cfg.regen_max_new_tokens))
+                           max_new_tokens=cfg.regen_max_new_tokens, sampling=cfg.regen_sampling,
+                           seed=cfg.seed))
   return outs
 
 
