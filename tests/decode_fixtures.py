@@ -52,6 +52,14 @@ def batch(cfg: Qwen3VLConfig, seed: int, rows: int, with_images: bool, max_len: 
                                pixel_values=pixel_values, image_grid_thw=grid)
 
 
+def sixty_prompts(cfg: Qwen3VLConfig = oracle.CONFIG_A, seeds: tuple[int, int] = (11, 12)):
+  """(target, head, batches): a lively target and head, and 60 prompts in 6 batches of 10, every
+  other batch with one image per row (the lossless suites' world)."""
+  target = lively_target(cfg, seed=seeds[0])
+  head = lively_head(target, seed=seeds[1])
+  return target, head, [batch(cfg, seed=s, rows=10, with_images=s % 2 == 1) for s in range(6)]
+
+
 def stops_inside_rounds(free) -> tuple[int, int]:
   """Two stop tokens that AR's free-running outputs `free` (int [B, T], -1 past the end; pass the
   part after the first few tokens) emit mid-sequence: the 2nd and 3rd most frequent, so that stops
@@ -87,7 +95,8 @@ def assert_samples_like_ar(target, drafter, vocab: int, rows: int = 3000):
 def decode_checkpoints(root) -> None:
   """Checkpoint directories under `root` for the command-line tests: model/ (a tiny random Qwen3-VL,
   sharded files), draft/ (a smaller one with its tokenizer and image geometry: two-model), head/ and
-  deep_head/ (DFlash heads; deep_head taps layers model/ lacks), eagle3_head/ (midlayer format)."""
+  deep_head/ (DFlash heads; deep_head taps layers model/ lacks; head/ with token_counts.npz),
+  eagle3_head/ (midlayer format)."""
   import pathlib
   from glance_jax.config import tiny_config
   from glance_jax.eagle3 import Eagle3Config, init_eagle3, save_eagle3, vocab_map_from_counts
@@ -99,6 +108,8 @@ def decode_checkpoints(root) -> None:
                                                    intermediate=64, vision_depth=1, deepstack=(0,)), seed=5)
   head = random_models.make_head(random_models.make_target(tiny_config(), 0), 4, 1)
   save_head(root / "head", head.config, head.params)
+  from glance_jax.head.draft_vocab import save_counts   # head/ can draft over a vocabulary (--draft-vocab)
+  save_counts(root / "head", np.random.default_rng(1).integers(0, 50, head.config.vocab_size))
   deep = random_models.make_head(random_models.make_target(tiny_config(layers=8), 0), 4, 1)
   save_head(root / "deep_head", deep.config, deep.params)
   t = tiny_config().text

@@ -177,7 +177,8 @@ def test_entropy_law_plots_progress_and_image_test(bench):
   assert any(p.endswith("deciles.png") for p in r["plots"])
   assert any(p.endswith("speedup_vs_budget.png") for p in r["plots"])
   assert any(p.endswith("paper_panels.png") for p in r["plots"])     # tree/chain, fused/zeroed, speedup vs N
-  panels = rep.paper_panel_rows(r)
+  from glance_jax.bench.report_plots import paper_panel_rows
+  panels = paper_panel_rows(r)
   assert set(panels) == set(r["tasks"])
   for name, row in panels.items():
     t = r["tasks"][name]["methods"]
@@ -353,7 +354,7 @@ def rivals(files, tmp_path_factory):
   argv = ["bench", files["a"], "--model", str(root / "model"), "--head", str(root / "head"),
           "--eagle3-head", str(root / "eagle3_head"), "--draft", str(root / "draft"),
           "--methods", "glance-15,eagle3,eagle3-chain,two-model", "--max-new-tokens", str(MAX_NEW),
-          "--repeats", "1", "--markdown", str(root / "r.md")]
+          "--repeats", "1", "--draft-vocab", "64", "--markdown", str(root / "r.md")]
   so = io.StringIO()
   with contextlib.redirect_stdout(so), contextlib.redirect_stderr(io.StringIO()):
     report = cli.main(argv)
@@ -365,9 +366,10 @@ def test_the_rivals_run_in_the_bench_losslessly_with_their_passes(rivals):
   assert validate_report(r) == []
   stats = r["tasks"]["synthetic"]["methods"]
   passes = {label: s["draft_passes_per_round"] for label, s in stats.items()}
-  assert passes == {"ar": 0, "glance-15": 1, "eagle3": 8, "eagle3-chain": 3, "two-model": 4}, passes
+  assert passes == {"ar": 0, "glance-15": 1, "eagle3": 8, "eagle3-chain": 3, "two-model": 4,
+                    "glance-15[vocab-64]": 1}, passes
   assert {label: s["budget"] for label, s in stats.items() if label != "ar"} == {
-      "glance-15": 15, "eagle3": 31, "eagle3-chain": 3, "two-model": 4}
+      "glance-15": 15, "eagle3": 31, "eagle3-chain": 3, "two-model": 4, "glance-15[vocab-64]": 15}
   assert all(s["lossless"] for s in stats.values())
   vs = r["tasks"]["synthetic"]["glance_vs_rivals"]
   assert vs["glance"] == "glance-15" and sorted(vs["rivals"]) == ["eagle3", "eagle3-chain", "two-model"]
@@ -378,6 +380,22 @@ def test_the_rivals_run_in_the_bench_losslessly_with_their_passes(rivals):
         stats["glance-15"]["speedup_vs_ar"]["speedup"] / stats[label]["speedup_vs_ar"]["speedup"], rel=1e-6)
   assert "GLANCE against the rivals" in rivals["table"]
   assert "| synthetic | glance-15 |" in rivals["table"]
+
+
+def test_the_draft_vocab_arm_reports_its_coverage(rivals):
+  """--draft-vocab 64: glance-15[vocab-64] beside glance-15, lossless, never the arm GLANCE is
+  compared with; its coverage of the head's token counts and of AR's tokens in this run."""
+  from glance_jax.head import draft_vocab as dv
+  r = rivals["report"]
+  t = r["tasks"]["synthetic"]
+  assert r["config"]["draft_vocab"] == 64 and t["methods"]["glance-15[vocab-64]"]["ablate"] == "vocab-64"
+  v = t["draft_vocab"]
+  counts = dv.load_counts(rivals["root"] / "head", 512)
+  ids = dv.top_ids(counts, 64)
+  assert v["label"] == "glance-15[vocab-64]" and v["size"] == 64
+  assert v["train_coverage"] == pytest.approx(dv.coverage(counts, ids))
+  assert 0 <= v["ar_coverage"] <= 1
+  assert "Draft vocabulary" in rivals["table"] and "| synthetic | glance-15[vocab-64] | 64 |" in rivals["table"]
 
 
 @pytest.mark.parametrize("args,words", [

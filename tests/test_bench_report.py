@@ -148,8 +148,13 @@ def test_ablated_labels_and_primary_method():
   assert ms[3].auto and ms[2].budget == 15
   with pytest.raises(ValueError, match="needs a head method.*'ngram'"):
     runner.parse_methods("ngram[zero-context]", [15])
-  with pytest.raises(ValueError, match="unknown ablation 'noise'.*zero-context"):
+  with pytest.raises(ValueError, match="unknown head variant 'noise'.*zero-context, vocab-K"):
     runner.parse_methods("glance-15[noise]", [15])
+  with pytest.raises(ValueError, match="unknown head variant 'vocab-0'"):
+    runner.parse_methods("glance-15[vocab-0]", [15])
+  (v,) = runner.parse_methods("glance-63[vocab-128]", [15])[1:]
+  assert v.label == "glance-63[vocab-128]" and v.ablate == "vocab-128" and runner.draft_vocab_size(v.ablate) == 128
+  assert rep.primary_method([AR, v, G15]) == "glance-15"      # a head variant is never the primary method
   # the ablated copy of glance-63 is never the primary method nor the tree of tree-over-chain
   assert rep.primary_method([AR, G63_ZERO, G15]) == "glance-15"
   assert rep.primary_method([AR, G63_ZERO, CHAIN]) == "chain"
@@ -159,6 +164,6 @@ def test_ablated_labels_and_primary_method():
       "glance-63[zero-context]"
   assert [m.label for m in with_ablation([AR, CHAIN], "zero-context")][-1] == "chain[zero-context]"
   assert with_ablation([AR, G63, G63_ZERO], "zero-context") == [AR, G63, G63_ZERO]
-  with pytest.raises(ValueError, match="--ablate zero-context needs a head method"):
+  with pytest.raises(ValueError, match=r"--ablate / --draft-vocab \(zero-context\) needs a head method"):
     with_ablation([AR, Method("ngram", "ngram", 15)], "zero-context")
   assert with_ablation([AR, G63], None) == [AR, G63]

@@ -46,6 +46,12 @@ def test_regime_widens_the_testbed_pair(monkeypatch, ckpt):
   # with --model the given pair is widened alike (a testbed build not shipped yet)
   base = ["--model", str(ckpt / "model"), "--head", str(ckpt / "head"), "--max-new-tokens", "10", "--budget", "15"]
   assert cli.main(base + ["--regime", "memory"])["tokens"] == cli.main(base)["tokens"] and seen[-1] == "memory"
+  # two-model: the target and its draft model are both widened (two widenings), tokens unchanged
+  base = ["--model", str(ckpt / "model"), "--method", "two-model", "--draft", str(ckpt / "draft"),
+          "--max-new-tokens", "10"]
+  n = len(seen)
+  wide = cli.main(base + ["--regime", "memory"])
+  assert len(seen) == n + 2 and wide["tokens"] == cli.main(base)["tokens"]
 
 
 def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):

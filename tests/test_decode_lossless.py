@@ -19,10 +19,7 @@ RUNS = [("ar", 1)] + [(m, b) for m in ("ngram", "chain", "glance") for b in (1, 
 
 @pytest.fixture(scope="module")
 def setup():
-  cfg = oracle.CONFIG_A
-  target = fx.lively_target(cfg, seed=11)
-  head = fx.lively_head(target, seed=12)
-  batches = [fx.batch(cfg, seed=s, rows=10, with_images=s % 2 == 1) for s in range(6)]   # 60 prompts
+  target, head, batches = fx.sixty_prompts()
   # stop tokens: two tokens the AR outputs emit mid-sequence, so stops land inside blocks
   free, _ = target.generate_greedy(batches[0], MAX_NEW, stop_tokens=())
   stops = fx.stops_inside_rounds(free[:, 3:30])

@@ -149,3 +149,13 @@ def test_exported_head_decodes_losslessly_through_decode_py(setup):
   ar = cli.main(base + ["--method", "ar"])
   gl = cli.main(base + ["--method", "glance", "--budget", "15", "--head", str(work / "head")])
   assert gl["tokens"] == ar["tokens"]
+  # beside it, the rows' response-token counts: a draft vocabulary of any size decodes losslessly
+  import numpy as np
+  from glance_jax.head import draft_vocab as dv
+  from glance_jax.train.regenerate import read_regenerated
+  counts = dv.load_counts(work / "head", 512)
+  rows = [r for f in sorted((work / "regen").glob("*.jsonl")) for r in read_regenerated(f)]
+  assert 0 < counts.sum() <= sum(len(r["response_ids"]) for r in rows)
+  assert set(np.flatnonzero(counts)) <= {t for r in rows for t in r["response_ids"]}
+  small = cli.main(base + ["--method", "glance", "--budget", "15", "--head", str(work / "head"), "--draft-vocab", "64"])
+  assert small["tokens"] == ar["tokens"]

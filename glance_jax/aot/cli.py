@@ -48,6 +48,8 @@ def parse_args(argv=None):
                   "(benchmarks/train_memory.py assumes 32); 0 = all 512 blocks in one pass, as train.py runs today")
   ap.add_argument("--ce-chunk", type=int, default=128, help="train: blocks per cross-entropy chunk "
                   "(TrainConfig.ce_chunk; each chunk's fp32 logits are rows x chunk x 16 x vocab)")
+  ap.add_argument("--draft-vocab", type=int, default=32000, help="K of the glance31v / glance63v runs: the "
+                  "GLANCE head drafting over the K most frequent tokens (head/draft_vocab.py)")
   ap.add_argument("--no-image", action="store_true", help="text-only prompt (default: one 448x448 image)")
   ap.add_argument("--tiny", action="store_true", help="tiny_config() and small shapes (the test's size)")
   ap.add_argument("--out", default="runs/aot", help="directory for report.json and report.md")
@@ -64,11 +66,11 @@ def sizes_from(args):
     return Sizes(tiny_config(), dtype=jnp.bfloat16, head_layers=2, prompt_len=64,
                  image_hw=None if args.no_image else (64, 64), max_length=128, max_new_tokens=16, regen_batch=4,
                  regen_max_new=16, train_batch=4, train_seq=64, train_anchors=4, train_patches=16,
-                 train_head_group=(args.head_group or None) and 2)
+                 train_head_group=(args.head_group or None) and 2, draft_vocab=args.draft_vocab)
   return Sizes(QWEN3_VL_8B, prompt_len=args.prompt_len, max_length=args.max_length,
                image_hw=None if args.no_image else (448, 448),
                max_new_tokens=args.max_length - args.prompt_len - 66, train_head_group=args.head_group or None,
-               train_ce_chunk=args.ce_chunk)
+               train_ce_chunk=args.ce_chunk, draft_vocab=args.draft_vocab)
 
 
 def build(args, sizes, mesh, groups, batches, methods, hbm, emit):

@@ -34,6 +34,9 @@ METHOD_RUNS = (("ar", "ar", 1), ("ngram", "ngram", 15), ("chain", "chain", 15), 
 # The rivals (decode/drafters/eagle3.py presets, two_model.py): compiled on request
 # (--methods eagle3,eagle3chain,twomodel).
 RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4), ("twomodel", "two-model", 4))
+# GLANCE with its head drafting over a draft vocabulary of Sizes.draft_vocab tokens
+# (head/draft_vocab.py): compiled on request (--methods glance31v,glance63v).
+VOCAB_RUNS = (("glance31v", "glance-vocab", 31), ("glance63v", "glance-vocab", 63))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Sizes:
   # None: all anchors' blocks in one pass: [B, H, 8192, 11264] fp32 scores, TBs per device at 8B
   train_head_group: int | None = 32
   train_ce_chunk: int = 128                        # blocks per CE chunk (TrainConfig.ce_chunk)
+  draft_vocab: int = 32000                         # K of the glance*v runs (EAGLE3-VL's draft vocabulary size)
 
 
 @dataclasses.dataclass
@@ -172,9 +176,12 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
     policy = policies.Holding(policies.ngram_widths(drafter.num_nodes))
   else:
     cls = block.ChainDrafter if method == "chain" else block.BlockDrafter
+    vocab = min(sizes.draft_vocab, sizes.config.text.vocab_size) if method == "glance-vocab" else 0
     drafter = cls(graphdef=Hashed(hgd), block_size=sizes.block_size, taps=tuple(hcfg.target_layer_ids),
-                  mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh)
-    record = methods.recorded_widths(drafter.num_nodes) if method == "glance" else ()
+                  mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh, draft_vocab=vocab)
+    if vocab:
+      params = (m[4], draft_vocab(sizes, mesh, vocab))
+    record = methods.recorded_widths(drafter.num_nodes) if method != "chain" else ()
     policy = policies.Fixed(drafter.num_nodes, record)
   return Spec(drafter, policy, LoopConfig(max_new_tokens=max_new_tokens or sizes.max_new_tokens, mesh=mesh), params)
 
@@ -199,6 +206,15 @@ def eagle3_head(sizes: Sizes, mesh: Mesh, draft_vocab: int = 32000):
   rep = NamedSharding(mesh, P())
   d2t = _sds((cfg.draft_vocab_size,), jnp.int32, rep)
   return Eagle3Checkpoint(cfg, gd, abstract_state(state, mesh), d2t, _sds((cfg.vocab_size,), jnp.bool_, rep))
+
+
+def draft_vocab(sizes: Sizes, mesh: Mesh, k: int):
+  """An abstract head/draft_vocab.DraftVocab of K rows at the target's width, laid out as gather() lays it."""
+  from glance_jax.head import draft_vocab as dv
+  k = min(k, sizes.config.text.vocab_size)
+  d = sizes.config.text.hidden_size
+  sh = dv.shardings(k, d, mesh)
+  return dv.DraftVocab(ids=_sds((k,), jnp.int32, sh.ids), rows=_sds((k, d), sizes.dtype, sh.rows))
 
 
 def draft_model(sizes: Sizes, mesh: Mesh):
@@ -310,7 +326,7 @@ def train_program(sizes: Sizes, mesh: Mesh, m) -> Program:
 
 
 def method_list(names) -> list[tuple[str, str, int]]:
-  known = {n: (n, m, b) for n, m, b in METHOD_RUNS + RIVAL_RUNS}
+  known = {n: (n, m, b) for n, m, b in METHOD_RUNS + RIVAL_RUNS + VOCAB_RUNS}
   bad = [n for n in names if n not in known]
   if bad:
     raise ValueError(f"unknown method run(s) {bad}; choose from {list(known)}")

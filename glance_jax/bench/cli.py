@@ -113,6 +113,10 @@ def parser() -> argparse.ArgumentParser:
                       "glance-auto, else chain) with the head ablated, as its own method: zero-context = "
                       "the target features the head reads zeroed (label e.g. glance-63[zero-context]); "
                       "other methods can be named in --methods as METHOD[zero-context]")
+  p.add_argument("--draft-vocab", type=int, default=None, metavar="K",
+                 help="also run the primary head method drafting over the K most frequent tokens of the "
+                      "head's training rows (token_counts.npz beside --head), label e.g. glance-63[vocab-K]; "
+                      "the report gives its coverage of the training rows and of AR's tokens in this run")
   p.add_argument("--image-test", action="store_true",
                  help="also run glance_jax.bench.image_swap.run_image_swap per task")
   p.add_argument("--json", dest="json_out", help="write the report (schema: docs/benchmarking.md) here")
@@ -157,9 +161,35 @@ def with_ablation(methods: list[Method], kind: str | None) -> list[Method]:
     return methods
   base = rep.primary_method(methods)
   if base is None:
-    raise ValueError(f"--ablate {kind} needs a head method (chain or glance) in --methods")
+    raise ValueError(f"--ablate / --draft-vocab ({kind}) needs a head method (chain or glance) in --methods")
   extra = ablated(next(m for m in methods if m.label == base), kind)
   return methods + [extra] if extra not in methods else methods
+
+
+def with_variants(methods: list[Method], args) -> list[Method]:
+  """methods plus the primary head method under --ablate and under --draft-vocab K (vocab-K)."""
+  methods = with_ablation(methods, args.ablate)
+  if args.draft_vocab is not None:
+    if args.draft_vocab < 1:
+      raise ValueError(f"--draft-vocab must be >= 1, got {args.draft_vocab}")
+    methods = with_ablation(methods, f"vocab-{args.draft_vocab}")
+  return methods
+
+
+def _vocab_coverage(drafts, methods: list[Method], runs, target) -> dict | None:
+  """For the --draft-vocab arm: its size, its coverage of the head's training rows, and of the
+  tokens AR emitted on this task's prompts (what its tau can lose: a target token outside it is
+  never drafted); None without one."""
+  from glance_jax.bench.runner import draft_vocab_size
+  arm = next((m for m in methods if draft_vocab_size(m.ablate)), None)
+  if arm is None or drafts.block is None:
+    return None
+  import numpy as np
+  head = drafts.for_method(arm, target)
+  ar = np.concatenate([r.tokens for r in runs["ar"]]) if runs.get("ar") else np.zeros(0, np.int64)
+  inside = np.isin(ar, np.asarray(head.draft_vocab.ids))
+  return {"label": arm.label, "size": head.draft_vocab.size, "train_coverage": head.draft_coverage,
+          "ar_coverage": float(inside.mean()) if ar.size else None}
 
 
 def _say(line: str, progress=None) -> None:
@@ -219,7 +249,7 @@ def run(args) -> dict[str, Any]:
 
   t_start = time.perf_counter()
   _check_args(args)
-  wanted = with_ablation(parse_methods(args.methods, args.budgets), args.ablate)
+  wanted = with_variants(parse_methods(args.methods, args.budgets), args)
   if args.model and not args.head and any(m.method in ("chain", "glance") for m in wanted):
     raise ValueError("--methods with chain / glance need --head with --model (or use --methods ar,ngram)")
   model, head_path, files = default_bench_inputs(args.model, args.head, args.task_files)
@@ -238,7 +268,7 @@ def run(args) -> dict[str, Any]:
     _say(f"testbed regime: {regimes.LABEL[regime]}")
   drafts = runner.Drafts(block=head, eagle3=drafts.eagle3, draft=drafts.draft)
   block_size = head.config.block_size if head is not None else 16
-  methods = with_ablation(parse_methods(args.methods, args.budgets, depth=block_size - 1), args.ablate)
+  methods = with_variants(parse_methods(args.methods, args.budgets, depth=block_size - 1), args)
   processor = Processor.from_pretrained(str(target.path))
 
   tasks, errors = load_tasks(files, args.limit)
@@ -283,7 +313,8 @@ def run(args) -> dict[str, Any]:
                          "methods": rep.task_stats(runs, methods, ids, seed=args.seed, depth=block_size - 1),
                          "entropy_law": None, "image_test": None,
                          "tree_over_chain": rep.tree_over_chain(runs, methods, seed=args.seed),
-                         "glance_vs_rivals": rep.glance_vs_rivals(runs, methods, seed=args.seed)}
+                         "glance_vs_rivals": rep.glance_vs_rivals(runs, methods, seed=args.seed),
+                         "draft_vocab": _vocab_coverage(drafts, methods, runs, target)}
   if progress is not None:
     progress.close()
 
@@ -312,6 +343,7 @@ def run(args) -> dict[str, Any]:
                  "regime": regime, "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "limit": args.limit,
                  "seed": args.seed, "dtype": args.dtype, "pad_multiple": args.pad_multiple,
                  "block_size": block_size, "image_test": bool(args.image_test), "ablate": args.ablate,
+                 "draft_vocab": args.draft_vocab,
                  "timing": "cold" if args.cold else "hot"},
       "environment": {"jax": jax.__version__, "backend": jax.default_backend(),
                       "device": str(jax.devices()[0].device_kind), "cpu_count": os.cpu_count(),
@@ -326,7 +358,8 @@ def run(args) -> dict[str, Any]:
   }
   report = rep.json_safe(report)
   if args.plots_dir and tasks_out:
-    report["plots"] = rep.write_plots(report, args.plots_dir)
+    from glance_jax.bench.report_plots import write_plots
+    report["plots"] = write_plots(report, args.plots_dir)
   report["environment"]["wall_s"] = time.perf_counter() - t_start
   table = rep.markdown(report) if tasks_out else ""
   print(table, end="")

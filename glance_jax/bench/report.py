@@ -284,7 +284,8 @@ TASK = {
     "file": str, "n_prompts": int, "prompt_ids": [str], "skipped_rows": int,
     "methods": {"*": METHOD_STATS}, "entropy_law": Opt(ENTROPY_TASK), "image_test": Opt(dict),
     "tree_over_chain": Opt(TREE_OVER_CHAIN),
-    # glance_vs_rivals (written since 2026-12-02; absent from earlier reports)
+    # glance_vs_rivals (written since 2026-12-02; absent from earlier reports); draft_vocab (since
+    # 2026-12-02: None, or the --draft-vocab arm's {label, size, train_coverage, ar_coverage})
 }
 ERROR = {"file": OPT_STR, "line": OPT_INT, "id": OPT_STR, "task": OPT_STR, "message": str, "fatal": bool}
 SCHEMA = {
@@ -412,6 +413,17 @@ def markdown(report: Mapping[str, Any]) -> str:
       if v:
         lines.append(f"| {name} | {v['tree_tau']:.2f} | {v['chain_tau']:.2f} | "
                      f"{_ci({'speedup': v['ratio'], 'lo': v['lo'], 'hi': v['hi']})} |")
+  dvs = {name: (t, t.get("draft_vocab")) for name, t in report["tasks"].items()}
+  if any(v for _, v in dvs.values()):
+    lines += ["", "Draft vocabulary (the arm's head drafts over K tokens; coverage = share inside them):", "",
+              "| task | arm | K | coverage, training rows | coverage, AR's tokens | tau | tau, whole vocabulary |",
+              "|" + "---|" * 7]
+    for name, (t, v) in dvs.items():
+      if v:
+        base = t["methods"].get(v["label"].split("[")[0], {}).get("tau")
+        cov = "-" if v["ar_coverage"] is None else f"{v['ar_coverage']:.4f}"
+        lines.append(f"| {name} | {v['label']} | {v['size']} | {v['train_coverage']:.4f} | {cov} | "
+                     f"{t['methods'][v['label']]['tau']:.2f} | {'-' if base is None else f'{base:.2f}'} |")
   vs = {name: t.get("glance_vs_rivals") for name, t in report["tasks"].items()}
   if any(vs.values()):
     rivals = sorted({r for v in vs.values() if v for r in v["rivals"]})
@@ -435,63 +447,3 @@ def markdown(report: Mapping[str, Any]) -> str:
     for name, e in an["tasks"].items():
       lines += ["", f"Deciles of {name} ({primary}):", "", decile_markdown(e).rstrip("\n")]
   return "\n".join(lines) + "\n"
-
-
-# --- plots -----------------------------------------------------------------------------------------
-
-def write_plots(report: Mapping[str, Any], out_dir: str) -> list[str]:
-  """deciles.png and cap_vs_floor.png (primary method's entropy law, when it has records / a fit)
-  and speedup_vs_budget.png (glance-N per task and the geometric mean). Returns the paths."""
-  import os
-
-  from glance_jax.analysis import plot_cap_vs_floor, plot_deciles, plot_speedup_vs_budget
-  paths = []
-  law = report["entropy_law"]
-  tasks = law["by_method"].get(law["method"] or "", {})
-  if tasks:
-    analysis = {"L": law["L"], "tasks": tasks}
-    paths.append(plot_deciles(analysis, os.path.join(out_dir, "deciles.png")))
-    if any(t["copy_regime"] for t in tasks.values()):
-      paths.append(plot_cap_vs_floor(analysis, os.path.join(out_dir, "cap_vs_floor.png")))
-  budget = {m["label"]: m["budget"] for m in report["methods"]
-            if m["method"] == "glance" and not m.get("auto") and not m.get("ablate")}
-  rows = [{"task": name, "N": budget[label], **_filled(t["methods"][label]["speedup_vs_ar"])}
-          for name, t in report["tasks"].items() for label in budget]
-  rows += [{"task": "geomean", "N": budget[label], **_filled(report["geomean"][label])}
-           for label in budget if label in report["geomean"]]
-  if rows:
-    paths.append(plot_speedup_vs_budget(rows, os.path.join(out_dir, "speedup_vs_budget.png")))
-  panels = paper_panel_rows(report)
-  if panels:
-    from glance_jax.analysis import plot_paper_panels
-    paths.append(plot_paper_panels(panels, os.path.join(out_dir, "paper_panels.png"),
-                                   title=f"regime: {report['config'].get('regime') or 'as loaded'}"))
-  return [str(p) for p in paths]
-
-
-def _filled(speedup: Mapping[str, Any]) -> dict[str, Any]:
-  """A speedup entry with a missing interval bound (fewer than 2 prompts) set to the speedup."""
-  return {k: (v if v is not None else speedup["speedup"]) for k, v in speedup.items()}
-
-
-def paper_panel_rows(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-  """Per task, what plot_paper_panels draws: tree over chain, fused vs zeroed conditioning (the
-  ablated method against the one it ablates), speedup against N; {} when no glance-N ran."""
-  fixed = {m["label"]: m["budget"] for m in report["methods"]
-           if m["method"] == "glance" and not m.get("auto") and not m.get("ablate")}
-  zeroed = next((m["label"] for m in report["methods"] if m.get("ablate") == "zero-context"), None)
-  fused = zeroed.split("[")[0] if zeroed else None     # the method the ablation ablates
-  if not fixed:
-    return {}
-  out = {}
-  for name, t in report["tasks"].items():
-    ms = t["methods"]
-    toc = t.get("tree_over_chain") or {}
-    out[name] = {
-        "chain_tau": ms["chain"]["tau"] if "chain" in ms else None, "tree_tau": toc.get("tree_tau"),
-        "tree_label": toc.get("tree"), "ratio": toc.get("ratio"), "lo": toc.get("lo"), "hi": toc.get("hi"),
-        "fused_tau": ms[fused]["tau"] if fused in ms else None,
-        "zeroed_tau": ms[zeroed]["tau"] if zeroed in ms else None,
-        "speedups": [(n, *(_filled(ms[label]["speedup_vs_ar"])[k] for k in ("speedup", "lo", "hi")))
-                     for label, n in fixed.items() if label in ms]}
-  return out

@@ -37,7 +37,8 @@ class Method:
   method: str
   budget: int
   auto: bool = False
-  ablate: str | None = None   # an ablation of head.ABLATIONS: `glance-63[zero-context]`
+  ablate: str | None = None   # a head variant: an ablation of head.ABLATIONS, `glance-63[zero-context]`,
+                              # or a draft vocabulary of K tokens, `glance-63[vocab-K]` (head/draft_vocab.py)
 
 
 # The methods the bench runs with the block head it loads, and the rivals with drafters of their own
@@ -64,9 +65,9 @@ class Drafts:
   eagle3: Any = None
   draft: Any = None
 
-  def for_method(self, m: "Method"):
+  def for_method(self, m: "Method", target=None):
     if m.method in ("chain", "glance"):
-      return self.block if m.ablate is None or self.block is None else _ablated_head(self.block, m.ablate)
+      return self.block if m.ablate is None or self.block is None else _ablated_head(self.block, m.ablate, target)
     if m.method.startswith("eagle3"):
       return self.eagle3
     return self.draft if m.method == "two-model" else None
@@ -78,11 +79,18 @@ class Drafts:
     return sorted({need[m.method][0] for m in methods if m.method in need and need[m.method][1] is None})
 
 
+def draft_vocab_size(kind: str | None) -> int | None:
+  """K of a `vocab-K` head variant, else None."""
+  m = re.fullmatch(r"vocab-(\d+)", kind or "")
+  return int(m[1]) if m else None
+
+
 def ablated(m: Method, kind: str) -> Method:
-  """`m` under an ablation: label `glance-63[zero-context]`; only head methods (chain, glance-*)."""
+  """`m` as a head variant: label `glance-63[zero-context]` (an ablation of head.ABLATIONS) or
+  `glance-63[vocab-K]` (a draft vocabulary of K tokens); only head methods (chain, glance-*)."""
   from glance_jax.head import ABLATIONS
-  if kind not in ABLATIONS:
-    raise ValueError(f"unknown ablation {kind!r}; valid: {', '.join(ABLATIONS)}")
+  if kind not in ABLATIONS and not draft_vocab_size(kind):
+    raise ValueError(f"unknown head variant {kind!r}; valid: {', '.join(ABLATIONS)}, vocab-K (K >= 1)")
   if m.method not in ("chain", "glance"):
     raise ValueError(f"ablation [{kind}] needs a head method (chain, glance-N, glance-auto), got {m.label!r}")
   return dataclasses.replace(m, label=f"{m.label}[{kind}]", ablate=kind)
@@ -102,7 +110,7 @@ def parse_methods(text: str, budgets: Sequence[int | str], depth: int = 15) -> l
     if not name:
       continue
     kind = None
-    if m := re.fullmatch(r"(.+)\[([a-z-]+)\]", name):
+    if m := re.fullmatch(r"(.+)\[([a-z0-9-]+)\]", name):
       name, kind = m[1], m[2]
     if name == "glance":
       new = [AUTO if n == "auto" else Method(f"glance-{n}", "glance", int(n)) for n in budgets]
@@ -191,9 +199,11 @@ def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = 
 
 
 @functools.lru_cache(maxsize=8)
-def _ablated_head(head, kind: str):
-  """One ablated Head per (head, kind), so every call reuses one graphdef (one compile)."""
-  return head.ablated(kind)
+def _ablated_head(head, kind: str, target):
+  """One Head per (head, variant, target), so every call reuses one graphdef (one compile) and a
+  draft vocabulary's rows are gathered once."""
+  k = draft_vocab_size(kind)
+  return head.ablated(kind) if k is None else head.with_draft_vocab(target, k)
 
 
 def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
@@ -204,7 +214,7 @@ def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
   if m.auto:
     kw.update(auto=True, round_cost=round_cost)
   drafts = head if isinstance(head, Drafts) else Drafts(block=head)
-  return generate(target, prompt.inputs, head=drafts.for_method(m), method=m.method, budget=m.budget, **kw)
+  return generate(target, prompt.inputs, head=drafts.for_method(m, target), method=m.method, budget=m.budget, **kw)
 
 
 MAP_COUNT_FILE, MAP_LIMIT_FILE = "/proc/self/maps", "/proc/sys/vm/max_map_count"

@@ -24,6 +24,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--head", help="DFlash-format head directory (default with no --model: a random head)")
   p.add_argument("--draft", help="the draft model of --method two-model: a smaller Qwen3-VL checkpoint directory "
                  "(same tokenizer and image geometry as the target)")
+  p.add_argument("--draft-vocab", type=int, default=None, metavar="K",
+                 help="chain / glance: the head drafts over the K most frequent tokens of its training rows "
+                      "(token_counts.npz beside --head; head/draft_vocab.py), not the whole vocabulary")
   p.add_argument("--image", action="append", default=[], help="image path (repeatable, in prompt order)")
   p.add_argument("--prompt", default=None, help="user prompt text")
   p.add_argument("--method", choices=tuple(METHODS), default="glance")
@@ -68,6 +71,8 @@ def run(args) -> dict:
 
   from glance_jax.decode.methods import check_budget
   auto = check_budget(args.budget, args.method, names=("--budget", "--method")) == "auto"
+  if args.draft_vocab is not None and args.method not in ("chain", "glance"):
+    raise ValueError(f"--draft-vocab is the block head's (--method chain / glance), not {args.method!r}'s")
   if args.draft and args.method != "two-model":
     raise ValueError(f"--draft is the draft model of --method two-model, not of {args.method!r}")
   round_cost = None
@@ -114,11 +119,15 @@ def run(args) -> dict:
   elif args.method == "two-model":
     if not args.draft:
       raise ValueError("--method two-model needs --draft: a smaller Qwen3-VL checkpoint directory")
-    if args.regime:
-      raise ValueError("--regime widens the testbed's GLANCE pair; it has no draft model to widen")
     head = load_target(args.draft, dtype=DTYPES[args.dtype], mesh=mesh)
+    if args.regime:   # the draft model is a target too: widened by the same transformation (as the bench does)
+      head, _ = regimes.widen_pair(head, None, args.regime)
   if args.regime:
-    target, head = regimes.widen_pair(target, head, args.regime)
+    block_head = args.method in ("chain", "glance")
+    target, widened = regimes.widen_pair(target, head if block_head else None, args.regime)
+    head = widened if block_head else head
+  if args.draft_vocab is not None:   # the rows gathered from the target it drafts for (widened or not)
+    head = head.with_draft_vocab(target, args.draft_vocab)
   kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
             round_cost=round_cost)

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
 from glance_jax.static_args import JitArgs
 
@@ -15,19 +16,32 @@ ABLATIONS = ("zero-context",)   # Head.ablated kinds (decode.py bench --ablate)
 @dataclasses.dataclass(frozen=True, eq=False)
 class Head(JitArgs):
   """`Head(*load_head(path))`, `Head.load(path, target=)` or `Head.random(target)`; its jit
-  arguments are `jit_graphdef` and `flat_params` (static_args.JitArgs)."""
+  arguments are `jit_graphdef` and `flat_params` (static_args.JitArgs).
+
+  token_counts: int64 [V], the training rows' response-token counts when they were found beside the
+  checkpoint (head/draft_vocab.py); draft_vocab: a head/draft_vocab.DraftVocab the head drafts
+  over instead of the whole vocabulary (Head.with_draft_vocab), or None."""
   config: Any
   graphdef: Any
   params: Any
+  token_counts: Any = None
+  draft_vocab: Any = None
 
   @classmethod
   def load(cls, path_or_repo_id, *, target=None, dtype=None, mesh=None) -> "Head":
     """A DFlash-format head (directory or hub repo id), checked to fit `target` when given, in its
     dtype and on its mesh unless told otherwise."""
+    import pathlib
+
+    from glance_jax.head import draft_vocab as dv
     from glance_jax.head.checkpoint import load_head
-    return cls(*load_head(path_or_repo_id, dtype=dtype or (target.dtype if target else jnp.float32),
-                          mesh=mesh if mesh is not None else getattr(target, "mesh", None),
-                          target_config=target.config if target else None))
+    from glance_jax.io import resolve_checkpoint_dir
+    cfg, graphdef, params = load_head(path_or_repo_id, dtype=dtype or (target.dtype if target else jnp.float32),
+                                      mesh=mesh if mesh is not None else getattr(target, "mesh", None),
+                                      target_config=target.config if target else None)
+    root = resolve_checkpoint_dir(str(path_or_repo_id))
+    counts = dv.load_counts(root, cfg.vocab_size) if (pathlib.Path(root) / dv.COUNTS_FILE).exists() else None
+    return cls(cfg, graphdef, params, token_counts=counts)
 
   @classmethod
   def random(cls, target, *, seed: int = 0, num_layers: int = 5, block_size: int = 16) -> "Head":
@@ -43,4 +57,21 @@ class Head(JitArgs):
     if kind not in ABLATIONS:
       raise ValueError(f"unknown ablation {kind!r}; valid: {', '.join(ABLATIONS)}")
     from glance_jax.head.model import zero_context_graphdef
-    return Head(self.config, zero_context_graphdef(self.graphdef, self.params), self.params)
+    return dataclasses.replace(self, graphdef=zero_context_graphdef(self.graphdef, self.params))
+
+  def with_draft_vocab(self, target, size: int) -> "Head":
+    """This head drafting over the `size` most frequent tokens of its token_counts (the target's
+    lm_head rows gathered now, once); the same params."""
+    from glance_jax.head import draft_vocab as dv
+    if self.token_counts is None:
+      raise ValueError(f"draft vocabulary of {size}: this head has no token counts ({dv.COUNTS_FILE} beside "
+                       "its checkpoint; `python -m glance_jax.train.token_counts` writes them)")
+    return dataclasses.replace(self, draft_vocab=dv.gather(target, dv.top_ids(self.token_counts, size)))
+
+  @property
+  def draft_coverage(self) -> float | None:
+    """Share of the training rows' response tokens inside the draft vocabulary (None: no vocabulary)."""
+    from glance_jax.head import draft_vocab as dv
+    if self.draft_vocab is None or self.token_counts is None:
+      return None
+    return dv.coverage(self.token_counts, np.asarray(self.draft_vocab.ids))

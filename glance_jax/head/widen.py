@@ -40,7 +40,8 @@ def widen_head_state_dict(cfg, sd, width: int, *, tied: bool):
 
 
 def widen_head(head, width: int, *, target):
-  """The Head widened for `target` (the widened target it will draft for: its tie flag, dtype, mesh)."""
+  """The Head widened for `target` (the widened target it will draft for: its tie flag, dtype, mesh),
+  with its token counts (a draft vocabulary is gathered from the widened target afterwards)."""
   import jax.numpy as jnp
 
   from glance_jax.head.head import Head
@@ -56,4 +57,4 @@ def widen_head(head, width: int, *, target):
 
     from glance_jax import sharding as shd
     params = jax.device_put(params, shd.state_shardings(params, target.mesh))
-  return Head(cfg, graphdef, params)
+  return Head(cfg, graphdef, params, token_counts=head.token_counts)

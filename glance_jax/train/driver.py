@@ -267,6 +267,10 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
     params = jax.device_get(state.params)
   if pid == 0:
     save_head(export, head_cfg, params)
+    # the rows' token counts beside it: the draft vocabulary of any size (head/draft_vocab.py)
+    from glance_jax.head.draft_vocab import save_counts
+    from glance_jax.train.token_counts import target_response_counts
+    save_counts(export, target_response_counts(rows, target.config, seq_len=cfg.seq_len, truncate=cfg.truncate))
   return dict(steps=total, resumed_from=start, export=str(export), last=last,
               head=Head(head_cfg, graphdef, state.params))
 

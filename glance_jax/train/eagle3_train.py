@@ -43,6 +43,7 @@ from glance_jax.train import eagle3_objective as obj
 from glance_jax.train.batch import TrainBatch
 from glance_jax.train.config import TrainConfig
 from glance_jax.train.step import TrainState, _canonical, _cast, apply_loss, jit_step
+from glance_jax.train.token_counts import target_response_counts
 
 logger = logging.getLogger(__name__)
 
@@ -77,26 +78,9 @@ class DraftVocab(NamedTuple):
   path: pathlib.Path
 
 
-def response_counts(rows: Sequence[dict], target_cfg: Qwen3VLConfig, *, seq_len: int,
-                    truncate: bool = True) -> np.ndarray:
-  """int64 [V]: how often each token is a supervised (loss-masked) response token of the rows, as
-  batch.collate masks them: cut at seq_len when truncating, placeholders excluded."""
-  v = target_cfg.text.vocab_size
-  vis = np.asarray([target_cfg.image_token_id, target_cfg.video_token_id])
-  counts = np.zeros(v, np.int64)
-  for row in rows:
-    n_prompt = len(row["prompt_ids"])
-    resp = np.asarray(row["response_ids"], np.int64)
-    if truncate:
-      resp = resp[: max(0, seq_len - n_prompt)]
-    resp = resp[~np.isin(resp, vis) & (resp >= 0) & (resp < v)]
-    counts += np.bincount(resp, minlength=v)
-  return counts
-
-
 def draft_vocabulary(rows: Sequence[dict], target_cfg: Qwen3VLConfig, cfg: TrainConfig, size: int) -> DraftVocab:
   """The rows' draft vocabulary of `size` tokens, checked against (or saved to) <workdir>/eagle3_vocab.npz."""
-  counts = response_counts(rows, target_cfg, seq_len=cfg.seq_len, truncate=cfg.truncate)
+  counts = target_response_counts(rows, target_cfg, seq_len=cfg.seq_len, truncate=cfg.truncate)
   d2t, t2d = vocab_map_from_counts(counts, size)
   coverage = float(counts[t2d].sum() / max(counts.sum(), 1))
   path = pathlib.Path(cfg.workdir) / VOCAB_FILE

@@ -10,6 +10,10 @@ offsets j = 1..L (L = block_size - 1), through the target's own embedding and lm
 State: the context cache and the features of the rows committed last round, which are projected
 into the cache at the start of the next draft (so the round that ends a generation pays nothing).
 
+With a draft vocabulary (head/draft_vocab.py; Head.with_draft_vocab) the params are (head params,
+DraftVocab): the marginals are over its K tokens (logits against its gathered [K, D] lm_head rows,
+not the target's [V, D]), the tree is built over them and its tokens mapped back to target ids.
+
 Letters: B rows, S context slots (= the target cache's), C = max_depth + 1 commit rows, F = taps x
 target width, L draft depth, V vocab.
 """
@@ -30,6 +34,7 @@ from glance_jax.decode.drafter import Drafter, Prefill, Proposal
 from glance_jax.decode.verify import DraftTree
 from glance_jax.head.model import block_mask
 from glance_jax.qwen3_vl.cache import write_rows
+from glance_jax.qwen3_vl.layers import matmul_t
 from glance_jax.static_args import Hashed, as_tree
 
 
@@ -59,6 +64,7 @@ class BlockDrafter(Drafter):
   mask_token_id: int
   budget: int               # N: tree nodes (glance) / chain length cap (chain)
   mesh: object = None       # the context cache's layout (kv heads on tensor, rows on data)
+  draft_vocab: int = 0      # K: drafts over a DraftVocab of K tokens (params (head, vocab)); 0 = all V
 
   @property
   def depth(self) -> int:
@@ -80,8 +86,12 @@ class BlockDrafter(Drafter):
   def passes(self) -> int:
     return 1
 
+  def _split(self, params):
+    """params -> (the head's params, its DraftVocab or None)."""
+    return (params[0], params[1]) if self.draft_vocab else (params, None)
+
   def _head(self, params):
-    return nnx.merge(self.graphdef.value, as_tree(params))
+    return nnx.merge(self.graphdef.value, as_tree(self._split(params)[0]))
 
   def _pin(self, kv: tuple) -> tuple:
     return shd.pin_kv(kv, self.mesh)
@@ -98,7 +108,8 @@ class BlockDrafter(Drafter):
                       n_pending=jnp.zeros((b,), jnp.int32))
 
   def marginals(self, params, target, state: BlockState, st) -> tuple[jax.Array, BlockState]:
-    """One head pass -> (log q [B, L, V], state with last round's features projected)."""
+    """One head pass -> (log q [B, L, V] (K: over the draft vocabulary), state with last round's
+    features projected)."""
     head = self._head(params)
     b, c = st.root.shape[0], state.pending.shape[1]
     ctx = head.project_context(state.pending)                             # [B, C, H]
@@ -110,7 +121,10 @@ class BlockDrafter(Drafter):
     pos = text_positions(st.cache.length + st.rope_delta, jnp.arange(self.block_size))
     hidden = head(target.embed(block), pos, head_k, head_v,
                   block_mask(ctx_len, head_k[0].shape[1], self.block_size))  # [B, block, H]
-    log_q = jax.nn.log_softmax(target.logits(hidden[:, 1:]), axis=-1)     # [B, L, V]
+    vocab = self._split(params)[1]
+    logits = (target.logits(hidden[:, 1:]) if vocab is None                # [B, L, V]
+              else matmul_t(hidden[:, 1:], vocab.rows, out_dtype=jnp.float32))   # [B, L, K]
+    log_q = jax.nn.log_softmax(logits, axis=-1)
     return log_q, state.replace(k=head_k, v=head_v, ctx_len=ctx_len, n_pending=jnp.zeros_like(state.n_pending))
 
   def tree(self, log_q: jax.Array) -> Proposal:
@@ -118,7 +132,14 @@ class BlockDrafter(Drafter):
 
   def propose(self, params, target, state, st):
     log_q, state = self.marginals(params, target, state, st)
-    return self.tree(log_q), state
+    return self.target_ids(params, self.tree(log_q)), state
+
+  def target_ids(self, params, prop: Proposal) -> Proposal:
+    """A proposal built over the draft vocabulary with its tokens as target ids (as it is without one)."""
+    vocab = self._split(params)[1]
+    if vocab is None:
+      return prop
+    return prop.replace(tree=prop.tree.replace(tokens=jnp.take(vocab.ids, prop.tree.tokens, axis=0)))
 
   def commit(self, params, target, state, st, res, feats, live):
     return state.replace(pending=feats, n_pending=jnp.where(live, res.accepted + 1, 0))
@@ -138,9 +159,17 @@ def bind(head, target, budget: int, *, chain: bool = False) -> BlockDrafter:
   """The drafter of a loaded head (head.Head) for `target` (checked to fit)."""
   head.config.check_target(target.config)
   cls = ChainDrafter if chain else BlockDrafter
+  vocab = getattr(head, "draft_vocab", None)
   return cls(graphdef=head.jit_graphdef, block_size=head.config.block_size,
              taps=tuple(head.config.target_layer_ids), mask_token_id=head.config.mask_token_id,
-             budget=int(budget), mesh=getattr(target, "mesh", None))
+             budget=int(budget), mesh=getattr(target, "mesh", None),
+             draft_vocab=0 if vocab is None else vocab.size)
+
+
+def drafter_params(head):
+  """What a bound head's drafter takes as params: its flat params, with its DraftVocab if it has one."""
+  vocab = getattr(head, "draft_vocab", None)
+  return head.flat_params if vocab is None else (head.flat_params, vocab)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +186,8 @@ def _need_head(head, method: str):
 
 
 def build(target, head=None, budget: int = 63):
-  return bind(_need_head(head, "glance"), target, budget), head.flat_params
+  return bind(_need_head(head, "glance"), target, budget), drafter_params(head)
 
 
 def build_chain(target, head=None, budget: int = 15):
-  return bind(_need_head(head, "chain"), target, budget, chain=True), head.flat_params
+  return bind(_need_head(head, "chain"), target, budget, chain=True), drafter_params(head)
