@@ -91,7 +91,8 @@ def parser() -> argparse.ArgumentParser:
                  help=f"glance tree budgets N; auto = glance-auto, the verify width chosen per round from "
                       f"the tree's scores and --round-cost (default {DEFAULT_BUDGETS})")
   p.add_argument("--round-cost", help="round-cost table JSON for glance-auto (benchmarks/round_cost.py "
-                                      "--cost-table; default: the built-in testbed table)")
+                                      "--cost-table; default: the built-in testbed table), or 'device': "
+                                      "measured on this machine at first use and cached (bench/device_cost.py)")
   p.add_argument("--regime", choices=("compute", "memory"), default=None,
                  help="the shipped testbed's cost regime (glance_jax/testbed/regimes.py): compute = the "
                       "trained pair as it is, memory = widened x8 at load (every logit and draft "
@@ -281,7 +282,13 @@ def run(args) -> dict[str, Any]:
 
   kw = dict(max_new_tokens=args.max_new_tokens, seed=args.seed)
   if any(m.auto for m in methods):
-    kw["round_cost"] = _round_cost(args.round_cost, target, block_size)
+    if args.round_cost == "device":   # measured on this machine at first use, then cached
+      from glance_jax.bench.device_cost import device_round_cost
+      first = next(p for ps in prompts.values() for p in ps)
+      kw["round_cost"] = device_round_cost(target, head, first.inputs, batch=1, log=_say)
+      _say(f"glance-auto's round costs: {kw['round_cost'].meta['source']}")
+    else:
+      kw["round_cost"] = _round_cost(args.round_cost, target, block_size)
   n_sig = runner.num_signatures(prompts)
   total = len(methods) * (n_sig + args.repeats * sum(len(p) for p in prompts.values()))
   progress = Progress(total, desc="compile") if total else None
@@ -344,6 +351,8 @@ def run(args) -> dict[str, Any]:
                  "seed": args.seed, "dtype": args.dtype, "pad_multiple": args.pad_multiple,
                  "block_size": block_size, "image_test": bool(args.image_test), "ablate": args.ablate,
                  "draft_vocab": args.draft_vocab,
+                 "round_cost_source": None if "round_cost" not in kw else (
+                     kw["round_cost"].meta["source"] if args.round_cost == "device" else kw["round_cost"].path),
                  "timing": "cold" if args.cold else "hot"},
       "environment": {"jax": jax.__version__, "backend": jax.default_backend(),
                       "device": str(jax.devices()[0].device_kind), "cpu_count": os.cpu_count(),

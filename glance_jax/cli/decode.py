@@ -34,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
                  "(glance), draft depth cap (chain, ngram); or auto (glance-auto: the verify width chosen per round "
                  "by the cost table)")
   p.add_argument("--round-cost", help="cost table JSON for --budget auto and ngram (python -m "
-                 "glance_jax.bench.calibrate; default: the built-in table for the call's batch)")
+                 "glance_jax.bench.calibrate; default: the built-in table for the call's batch), or 'device': "
+                 "measured on this machine at first use and cached (glance_jax/bench/device_cost.py)")
   p.add_argument("--max-new-tokens", type=int, default=64)
   p.add_argument("--temperature", type=float, default=0.0)
   p.add_argument("--top-k", type=int, default=0)
@@ -47,6 +48,13 @@ def parser() -> argparse.ArgumentParser:
                       "at load, a memory-bound AR step); alone, `decode.py --regime memory` runs the demo in it")
   p.add_argument("--json", dest="json_out", help="write the result as JSON here")
   return p
+
+
+def _cost_source(rc) -> str:
+  """Whose round costs chose the widths: a file, the built-in table, or this device's measurement."""
+  if rc is None:
+    return "built-in table (the testbed's CPU)"
+  return rc.meta.get("source") if str(rc.meta.get("source", "")).startswith("measured on this device") else rc.path
 
 
 def _budget(text: str):
@@ -75,8 +83,9 @@ def run(args) -> dict:
     raise ValueError(f"--draft-vocab is the block head's (--method chain / glance), not {args.method!r}'s")
   if args.draft and args.method != "two-model":
     raise ValueError(f"--draft is the draft model of --method two-model, not of {args.method!r}")
+  from glance_jax.bench.device_cost import DEVICE
   round_cost = None
-  if args.round_cost:
+  if args.round_cost and args.round_cost != DEVICE:
     from glance_jax.decode.policies import read_round_cost
     round_cost = read_round_cost(args.round_cost)
   if args.temperature < 0:
@@ -128,6 +137,9 @@ def run(args) -> dict:
     head = widened if block_head else head
   if args.draft_vocab is not None:   # the rows gathered from the target it drafts for (widened or not)
     head = head.with_draft_vocab(target, args.draft_vocab)
+  if args.round_cost == DEVICE and auto:   # measured on this machine at first use, then cached
+    from glance_jax.bench.device_cost import device_round_cost
+    round_cost = device_round_cost(target, head, inputs, batch=1)
   kw = dict(head=head, method=args.method, budget=args.budget, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
             round_cost=round_cost)
@@ -141,9 +153,10 @@ def run(args) -> dict:
                 new_tokens=len(new), rounds=int(res.rounds[0]), tau=res.tau, ms_per_token=1e3 * dt / len(new),
                 tokens_per_s=len(new) / dt, accepted=[int(a) for a in res.accepted[0]],
                 root_entropy=[float(h) for h in res.root_entropy[0]],
-                widths=sorted({int(w) for w in res.widths}) if res.widths is not None else None)
+                widths=sorted({int(w) for w in res.widths}) if res.widths is not None else None,
+                round_cost=_cost_source(round_cost) if auto or args.method == "ngram" else None)
   print(text)
-  used = f" widths={result['widths']}" if auto else ""
+  used = f" widths={result['widths']} (costs: {result['round_cost']})" if auto else ""
   print(f"[{args.method} N={args.budget}{used}] new_tokens={len(new)} rounds={result['rounds']} tau={res.tau:.2f} "
         f"ms/token={result['ms_per_token']:.2f} tokens/s={result['tokens_per_s']:.1f}")
   if args.json_out:
