@@ -47,6 +47,18 @@ def test_lossless_every_method_and_budget(setup, method, budget):
     assert [list(t) for t in res.tokens] == _rows(ref), (method, budget)
 
 
+@pytest.mark.parametrize("budget", [127, 255])
+def test_lossless_past_63_nodes(setup, budget):
+  """Trees of 127 and 255 nodes (a v6e verify of that many rows may cost about one AR step): the
+  same builder, verify and walk, on 20 of the prompts (text and images), stops inside blocks."""
+  target, head, batches, stops, refs = setup
+  for b, ref in zip(batches[:2], refs[:2]):
+    res = generate(target, b, head=head, method="glance", budget=budget, max_new_tokens=MAX_NEW,
+                   stop_tokens=stops)
+    assert [list(t) for t in res.tokens] == _rows(ref), budget
+    assert int(np.max(np.concatenate(res.accepted))) >= 1
+
+
 @pytest.mark.parametrize("method,budget", [("chain", 15), ("glance", 63), ("glance", 1)])
 def test_oracle_head_accepts_whole_blocks(setup, method, budget):
   """Handed the target's own continuation, the head's tree holds it: every full round accepts

@@ -88,6 +88,14 @@ def build(args, sizes, mesh, groups, batches, methods, hbm, emit):
       emit(one(pg.ar_step_program(sizes, mesh, b, pg.state_from_prefill(pre, mesh), m)))
     for name, method, budget in methods:
       spec = pg.loop_config(sizes, method, budget, m, mesh)
+      if spec.slots_needed(sizes.prompt_len) > sizes.max_length:
+        # a wider round writes further past the last token: fewer new tokens in the same cache
+        room = sizes.max_length - (spec.slots_needed(sizes.prompt_len) - spec.cfg.max_new_tokens)
+        if room < 1:
+          emit({"name": f"round.{name}.b{b}", "kind": "round", "error": f"--max-length {sizes.max_length}: "
+                f"no room for a {name} round after a {sizes.prompt_len}-token prompt"})
+          continue
+        spec = pg.loop_config(sizes, method, budget, m, mesh, max_new_tokens=room)
       # every method's state in the same layout (the rules), so round / AR compares like with like
       st = pg.state_from_prefill(pg.prefill_program("", sizes, mesh, spec, b, sizes.max_length, m), mesh)
       if "round" in groups:

@@ -37,6 +37,9 @@ RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4), ("tw
 # GLANCE with its head drafting over a draft vocabulary of Sizes.draft_vocab tokens
 # (head/draft_vocab.py): compiled on request (--methods glance31v,glance63v).
 VOCAB_RUNS = (("glance31v", "glance-vocab", 31), ("glance63v", "glance-vocab", 63))
+# Budgets past 63 (compiled on request): on v6e the ridge is ~560 rows a pass, so a 128- or 256-row
+# verify may cost about what one row does there.
+WIDE_RUNS = (("glance127", "glance", 127), ("glance255", "glance", 255))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,7 +329,7 @@ def train_program(sizes: Sizes, mesh: Mesh, m) -> Program:
 
 
 def method_list(names) -> list[tuple[str, str, int]]:
-  known = {n: (n, m, b) for n, m, b in METHOD_RUNS + RIVAL_RUNS + VOCAB_RUNS}
+  known = {n: (n, m, b) for n, m, b in METHOD_RUNS + RIVAL_RUNS + VOCAB_RUNS + WIDE_RUNS}
   bad = [n for n in names if n not in known]
   if bad:
     raise ValueError(f"unknown method run(s) {bad}; choose from {list(known)}")
