@@ -8,10 +8,10 @@ import pytest
 
 from glance_jax.data.records import PromptRecord
 from glance_jax.decode.sampling import SamplingConfig
-from glance_jax.demo import default_image
 from glance_jax.qwen3_vl.inputs import Processor, prepare_inputs
 from glance_jax.qwen3_vl.target import load_target
 from glance_jax.testing.checkpoint import make_tiny_checkpoint
+from glance_jax.testing.images import demo_pngs
 from glance_jax.train.regenerate import read_regenerated, regenerate
 
 HOT = SamplingConfig(temperature=1.0)
@@ -23,11 +23,7 @@ def setup(tmp_path_factory):
   ckpt = make_tiny_checkpoint(root / "model", seed=5)
   target = load_target(ckpt, dtype=jnp.float32)
   processor = Processor.from_pretrained(str(ckpt))
-  paths = []
-  for i in range(3):
-    p = root / f"img{i}.png"
-    default_image(seed=i).save(p)
-    paths.append(str(p))
+  paths = demo_pngs(root, 3)
   records = [PromptRecord(id=f"q{i}", task="synthetic", split="train", prompt=f"What is shape {i}?",
                           images=(paths[i % 3],) if i % 3 else ()) for i in range(7)]
   return target, processor, records, root

@@ -12,6 +12,9 @@ Stages (each resumes or skips what is done):
   head    `train.py --config configs/train_testbed.py suite=<version>`: regenerates the target's
           answers to the train prompts and trains the GLANCE head on them -> <out>/head/ (DFlash
           layout, bf16)
+  draft   the two-model rival's draft (glance_jax/testbed/draft_train.py): the target at half its
+          depth, trained on the head's regenerated rows with the suite's DRAFT_TRAIN recipe ->
+          <out>/draft/ (HF layout, bf16); a suite without DRAFT_TRAIN skips it
   eval    held-out accuracy of the target -> <out>/eval.json
 
 The output records its suite version in suite.json; a build refuses to add stages of one version to
@@ -29,7 +32,7 @@ import shutil
 
 from glance_jax.testbed import paths, stream, suites
 
-STAGES = ("tasks", "target", "head", "eval")
+STAGES = ("tasks", "target", "head", "draft", "eval")
 HELDOUT_PER_TASK = stream.HELDOUT_RESERVED  # held-out prompts shipped per task: all the reserved ones
 TRAIN_PER_TASK = 384      # prompts per task whose target answers train the head
 HEAD_CONFIG = paths.REPO / "configs" / "train_testbed.py"
@@ -107,6 +110,23 @@ def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
   save_head(dest, head.config, jax.device_get(head.params), dtype=jnp.bfloat16)
 
 
+def build_draft(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec()) -> pathlib.Path | None:
+  """The two-model draft on the head stage's regenerated rows (workdir/head_run/regen)."""
+  import jax.numpy as jnp
+  from glance_jax.testbed.draft_train import train_draft
+  from glance_jax.testbed.target_train import TargetTrainConfig
+  recipe = getattr(spec.suite, "DRAFT_TRAIN", None)
+  if recipe is None:
+    logger.info("suite %s has no DRAFT_TRAIN: no draft stage", spec.version)
+    return None
+  rows = sorted((workdir / "head_run" / "regen").glob("*.jsonl"))
+  if not rows:
+    raise ValueError(f"{workdir / 'head_run' / 'regen'}: no regenerated rows; run the head stage first "
+                     f"(`--stages head`)")
+  cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version, **recipe)
+  return train_draft(out / "target", rows, out / "draft", workdir / "draft_run", cfg, save_dtype=jnp.bfloat16)
+
+
 def build_eval(out: pathlib.Path, spec: BuildSpec = BuildSpec()) -> dict:
   import jax.numpy as jnp
   from glance_jax.data.records import read_task_file
@@ -172,6 +192,8 @@ def main(argv=None) -> None:
     build_target(out, workdir, args.target_steps, spec, args.init_target)
   if "head" in stages:
     build_head(out, workdir, args.head_overrides, spec)
+  if "draft" in stages:
+    build_draft(out, workdir, spec)
   if "eval" in stages:
     print(json.dumps(build_eval(out, spec), indent=2))
 

@@ -47,6 +47,9 @@ TARGET_TRAIN = {"init_from": "v4", "seq_len": 256, "steps": 1200, "lr": 3e-4, "w
 # drawn rows: 7.6-10.0, tree over chain 1.15-1.42 from 1.13-1.25; docs/testbed.md). top-p 0.9 cuts
 # the tail that T = 1 alone spelled into misspelt words ("Alselse") in 1-2% of clauses.
 HEAD_TRAIN = {"steps": 1500, "regen_temperature": 1.0, "regen_top_p": 0.9}
+# The two-model draft's recipe (TargetTrainConfig fields; testbed/draft_train.py): the target's first
+# and last layers, 600 steps of 16 of the head's regenerated rows (~6 epochs of the 1536).
+DRAFT_TRAIN = {"seq_len": 256, "steps": 600, "batch_size": 16, "lr": 1e-3, "warmup": 60}
 ANSWER_TOKENS = 224       # max_new_tokens that covers every answer (evaluation, benchmarks)
 
 _SEP_P = 0.55             # table: "; " or ", " after each row

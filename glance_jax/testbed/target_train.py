@@ -254,10 +254,13 @@ def _start_from(init: pathlib.Path, out: pathlib.Path):
 
 
 def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: TargetTrainConfig = TargetTrainConfig(),
-                 *, log_every: int = 50, save_dtype=None, model_cfg: Qwen3VLConfig | None = None) -> pathlib.Path:
+                 *, log_every: int = 50, save_dtype=None, model_cfg: Qwen3VLConfig | None = None,
+                 batches=None) -> pathlib.Path:
   """Trains the target; writes the HF checkpoint directory `out_dir` (tokenizer first, weights at the
   end, cast to `save_dtype` if given) and keeps the resumable state + metrics in `workdir`.
-  `model_cfg` (tests only) replaces the testbed's architecture. Returns out_dir."""
+  `model_cfg` (tests only) replaces the testbed's architecture. `batches(processor, model_cfg)` ->
+  step -> TrainBatch replaces the suite's stream (the two-model draft trains on regenerated rows:
+  testbed/draft_train.py). Returns out_dir."""
   from glance_jax.io import save_tensors
   from glance_jax.qwen3_vl.inputs import Processor
   from glance_jax.qwen3_vl.target import Target
@@ -295,7 +298,8 @@ def train_target(out_dir: str | os.PathLike, workdir: str | os.PathLike, cfg: Ta
   if restored is not None:
     start, params, opt_state = restored
     logger.info("resuming target training at step %d from %s", start, state_path)
-  prefetch = _Prefetch(lambda s: make_batch(s, cfg, maker, model_cfg), start, cfg.steps)
+  batch_of = batches(processor, model_cfg) if batches else (lambda s: make_batch(s, cfg, maker, model_cfg))
+  prefetch = _Prefetch(batch_of, start, cfg.steps)
   metrics_path = work / "target_metrics.jsonl"
   _truncate_metrics(metrics_path, start)  # steps after the restored state are logged again
   t0, done = time.perf_counter(), start
