@@ -9,15 +9,15 @@ def random_images(seed: int = 0, shapes=((64, 96), (96, 64))) -> list[np.ndarray
   return [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in shapes]
 
 
-def demo_pngs(root, n: int) -> list[str]:
-  """`n` demo images (glance_jax.demo.default_image, seeds 0..n-1) written as root/img{i}.png: the
-  image files task records point at in tests."""
+def demo_pngs(root, n: int, size: tuple[int, int] = (64, 64)) -> list[str]:
+  """`n` random images (seeds 0..n-1) written as root/img{i}.png: the image files task records
+  point at in tests."""
   import pathlib
 
-  from glance_jax.demo import default_image
+  from PIL import Image
   out = []
   for i in range(n):
     p = pathlib.Path(root) / f"img{i}.png"
-    default_image(seed=i).save(p)
+    Image.fromarray(random_images(i, (size,))[0]).save(p)
     out.append(str(p))
   return out
