@@ -95,7 +95,7 @@ def assert_samples_like_ar(target, drafter, vocab: int, rows: int = 3000):
 def decode_checkpoints(root) -> None:
   """Checkpoint directories under `root` for the command-line tests: model/ (a tiny random Qwen3-VL,
   sharded files), draft/ (a smaller one with its tokenizer and image geometry: two-model), head/ and
-  deep_head/ (DFlash heads; deep_head taps layers model/ lacks; head/ with token_counts.npz),
+  deep_head/ (DFlash heads; deep_head taps layers model/ lacks; head/ with token_counts.npz and tree_calibration.json),
   eagle3_head/ (midlayer format)."""
   import pathlib
   from glance_jax.config import tiny_config
@@ -110,6 +110,11 @@ def decode_checkpoints(root) -> None:
   save_head(root / "head", head.config, head.params)
   from glance_jax.head.draft_vocab import save_counts   # head/ can draft over a vocabulary (--draft-vocab)
   save_counts(root / "head", np.random.default_rng(1).integers(0, 50, head.config.vocab_size))
+  from glance_jax.head import tree_calibration as tc   # and rank its trees by calibrated scores
+  rng = np.random.default_rng(2)
+  depth = head.config.block_size - 1
+  tc.save(root / "head", tc.TreeCalibration(spine=np.log(rng.uniform(0.2, 0.9, (depth, 8))).astype(np.float32),
+                                            off=np.log(rng.uniform(0.01, 0.3, (depth, 8))).astype(np.float32)))
   deep = random_models.make_head(random_models.make_target(tiny_config(layers=8), 0), 4, 1)
   save_head(root / "deep_head", deep.config, deep.params)
   t = tiny_config().text

@@ -353,7 +353,7 @@ def rivals(files, tmp_path_factory):
   decode_checkpoints(root)
   argv = ["bench", files["a"], "--model", str(root / "model"), "--head", str(root / "head"),
           "--eagle3-head", str(root / "eagle3_head"), "--draft", str(root / "draft"),
-          "--methods", "glance-15,eagle3,eagle3-chain,two-model", "--max-new-tokens", str(MAX_NEW),
+          "--methods", "glance-15,eagle3,eagle3-chain,two-model,glance-15[calibrated]", "--max-new-tokens", str(MAX_NEW),
           "--repeats", "1", "--draft-vocab", "64", "--markdown", str(root / "r.md")]
   so = io.StringIO()
   with contextlib.redirect_stdout(so), contextlib.redirect_stderr(io.StringIO()):
@@ -367,9 +367,11 @@ def test_the_rivals_run_in_the_bench_losslessly_with_their_passes(rivals):
   stats = r["tasks"]["synthetic"]["methods"]
   passes = {label: s["draft_passes_per_round"] for label, s in stats.items()}
   assert passes == {"ar": 0, "glance-15": 1, "eagle3": 8, "eagle3-chain": 3, "two-model": 4,
-                    "glance-15[vocab-64]": 1}, passes
+                    "glance-15[vocab-64]": 1, "glance-15[calibrated]": 1}, passes
   assert {label: s["budget"] for label, s in stats.items() if label != "ar"} == {
-      "glance-15": 15, "eagle3": 31, "eagle3-chain": 3, "two-model": 4, "glance-15[vocab-64]": 15}
+      "glance-15": 15, "eagle3": 31, "eagle3-chain": 3, "two-model": 4, "glance-15[vocab-64]": 15,
+      "glance-15[calibrated]": 15}
+  assert stats["glance-15[calibrated]"]["ablate"] == "calibrated"
   assert all(s["lossless"] for s in stats.values())
   vs = r["tasks"]["synthetic"]["glance_vs_rivals"]
   assert vs["glance"] == "glance-15" and sorted(vs["rivals"]) == ["eagle3", "eagle3-chain", "two-model"]

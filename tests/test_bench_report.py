@@ -148,13 +148,15 @@ def test_ablated_labels_and_primary_method():
   assert ms[3].auto and ms[2].budget == 15
   with pytest.raises(ValueError, match="needs a head method.*'ngram'"):
     runner.parse_methods("ngram[zero-context]", [15])
-  with pytest.raises(ValueError, match="unknown head variant 'noise'.*zero-context, vocab-K"):
+  with pytest.raises(ValueError, match="unknown head variant 'noise'.*zero-context, vocab-K .K >= 1., calibrated"):
     runner.parse_methods("glance-15[noise]", [15])
   with pytest.raises(ValueError, match="unknown head variant 'vocab-0'"):
     runner.parse_methods("glance-15[vocab-0]", [15])
   (v,) = runner.parse_methods("glance-63[vocab-128]", [15])[1:]
   assert v.label == "glance-63[vocab-128]" and v.ablate == "vocab-128" and runner.draft_vocab_size(v.ablate) == 128
   assert rep.primary_method([AR, v, G15]) == "glance-15"      # a head variant is never the primary method
+  (c,) = runner.parse_methods("glance-63[calibrated]", [15])[1:]
+  assert c.ablate == "calibrated" and rep.primary_method([AR, c, G15]) == "glance-15"
   # the ablated copy of glance-63 is never the primary method nor the tree of tree-over-chain
   assert rep.primary_method([AR, G63_ZERO, G15]) == "glance-15"
   assert rep.primary_method([AR, G63_ZERO, CHAIN]) == "chain"

@@ -67,6 +67,8 @@ def test_every_method_gives_ar_tokens_from_checkpoints(ckpt):
     assert res["tokens"] == ref["tokens"], method
   res = cli.main(base + ["--method", "two-model", "--draft", str(ckpt / "draft")])
   assert res["tokens"] == ref["tokens"], "two-model"
+  res = cli.main(base + ["--method", "glance", "--head", str(ckpt / "head"), "--scores", "calibrated"])
+  assert res["tokens"] == ref["tokens"], "glance, calibrated scores"
   auto = cli.main(base[:-2] + ["--method", "glance", "--budget", "auto", "--head", str(ckpt / "head")])
   assert auto["tokens"] == ref["tokens"] and auto["widths"] and set(auto["widths"]) <= {0, 15, 31, 63}
 

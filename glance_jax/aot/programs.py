@@ -37,6 +37,8 @@ RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4), ("tw
 # GLANCE with its head drafting over a draft vocabulary of Sizes.draft_vocab tokens
 # (head/draft_vocab.py): compiled on request (--methods glance31v,glance63v).
 VOCAB_RUNS = (("glance31v", "glance-vocab", 31), ("glance63v", "glance-vocab", 63))
+# GLANCE with calibrated node scores (head/tree_calibration.py; compiled on request: --methods glance63c).
+SCORE_RUNS = (("glance63c", "glance-calibrated", 63),)
 # Budgets past 63 (compiled on request): on v6e the ridge is ~560 rows a pass, so a 128- or 256-row
 # verify may cost about what one row does there.
 WIDE_RUNS = (("glance127", "glance", 127), ("glance255", "glance", 255))
@@ -180,10 +182,16 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
   else:
     cls = block.ChainDrafter if method == "chain" else block.BlockDrafter
     vocab = min(sizes.draft_vocab, sizes.config.text.vocab_size) if method == "glance-vocab" else 0
+    calibrated = method == "glance-calibrated"
     drafter = cls(graphdef=Hashed(hgd), block_size=sizes.block_size, taps=tuple(hcfg.target_layer_ids),
-                  mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh, draft_vocab=vocab)
+                  mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh, draft_vocab=vocab,
+                  calibrated=calibrated)
     if vocab:
-      params = (m[4], draft_vocab(sizes, mesh, vocab))
+      params = (m[4], draft_vocab(sizes, mesh, vocab), None)
+    if calibrated:   # (spine, off) [L, K] tables, K = the tree's ranks a depth
+      k = min(budget, sizes.config.text.vocab_size)
+      table = _sds((sizes.block_size - 1, k), jnp.float32, NamedSharding(mesh, P()))
+      params = (m[4], None, (table, table))
     record = methods.recorded_widths(drafter.num_nodes) if method != "chain" else ()
     policy = policies.Fixed(drafter.num_nodes, record)
   return Spec(drafter, policy, LoopConfig(max_new_tokens=max_new_tokens or sizes.max_new_tokens, mesh=mesh), params)
@@ -329,7 +337,7 @@ def train_program(sizes: Sizes, mesh: Mesh, m) -> Program:
 
 
 def method_list(names) -> list[tuple[str, str, int]]:
-  known = {n: (n, m, b) for n, m, b in METHOD_RUNS + RIVAL_RUNS + VOCAB_RUNS + WIDE_RUNS}
+  known = {n: (n, m, b) for n, m, b in METHOD_RUNS + RIVAL_RUNS + VOCAB_RUNS + SCORE_RUNS + WIDE_RUNS}
   bad = [n for n in names if n not in known]
   if bad:
     raise ValueError(f"unknown method run(s) {bad}; choose from {list(known)}")

@@ -129,7 +129,7 @@ def teacher_forced_rounds(target, head, inputs, trajectory, *, budget: int) -> d
   n = len(y)
   if n < 2:  # no round has a token to accept
     return dict(accepted=np.zeros(0, np.int32), entropy=np.zeros(0, np.float32), greedy=y.copy())
-  greedy, ent, feats, ids, pos, p = _forward(target, head, inputs, y)
+  greedy, ent, feats, ids, pos, p = teacher_forced(target, head, inputs, y)
   hc = head.config
   depth = hc.block_size - 1
   # labels[t, d] = g_{t+d} for d = 1..L (0 unused), -1 past the trajectory's end; L + 1 is the
@@ -152,7 +152,7 @@ def teacher_forced_rounds(target, head, inputs, trajectory, *, budget: int) -> d
   return dict(accepted=accepted, entropy=ent[p:p + n - 1], greedy=greedy)
 
 
-def _forward(target, head, inputs, y: np.ndarray):
+def teacher_forced(target, head, inputs, y: np.ndarray):
   """The teacher-forced forward over [prompt ; y] (right-padded to a SEQ_BUCKET multiple) ->
   (greedy [n] for slots 0..n-1, entropy [S] per sequence index, feats, ids, positions, P)."""
   cfg = target.config

@@ -38,7 +38,8 @@ class Method:
   budget: int
   auto: bool = False
   ablate: str | None = None   # a head variant: an ablation of head.ABLATIONS, `glance-63[zero-context]`,
-                              # or a draft vocabulary of K tokens, `glance-63[vocab-K]` (head/draft_vocab.py)
+                              # a draft vocabulary of K tokens, `glance-63[vocab-K]` (head/draft_vocab.py),
+                              # or calibrated node scores, `glance-63[calibrated]` (head/tree_calibration.py)
 
 
 # The methods the bench runs with the block head it loads, and the rivals with drafters of their own
@@ -79,6 +80,9 @@ class Drafts:
     return sorted({need[m.method][0] for m in methods if m.method in need and need[m.method][1] is None})
 
 
+CALIBRATED = "calibrated"    # the head variant ranking its trees by tree_calibration.json
+
+
 def draft_vocab_size(kind: str | None) -> int | None:
   """K of a `vocab-K` head variant, else None."""
   m = re.fullmatch(r"vocab-(\d+)", kind or "")
@@ -89,8 +93,8 @@ def ablated(m: Method, kind: str) -> Method:
   """`m` as a head variant: label `glance-63[zero-context]` (an ablation of head.ABLATIONS) or
   `glance-63[vocab-K]` (a draft vocabulary of K tokens); only head methods (chain, glance-*)."""
   from glance_jax.head import ABLATIONS
-  if kind not in ABLATIONS and not draft_vocab_size(kind):
-    raise ValueError(f"unknown head variant {kind!r}; valid: {', '.join(ABLATIONS)}, vocab-K (K >= 1)")
+  if kind not in ABLATIONS and not draft_vocab_size(kind) and kind != CALIBRATED:
+    raise ValueError(f"unknown head variant {kind!r}; valid: {', '.join(ABLATIONS)}, vocab-K (K >= 1), {CALIBRATED}")
   if m.method not in ("chain", "glance"):
     raise ValueError(f"ablation [{kind}] needs a head method (chain, glance-N, glance-auto), got {m.label!r}")
   return dataclasses.replace(m, label=f"{m.label}[{kind}]", ablate=kind)
@@ -202,6 +206,8 @@ def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = 
 def _ablated_head(head, kind: str, target):
   """One Head per (head, variant, target), so every call reuses one graphdef (one compile) and a
   draft vocabulary's rows are gathered once."""
+  if kind == CALIBRATED:
+    return head.with_calibrated_scores()
   k = draft_vocab_size(kind)
   return head.ablated(kind) if k is None else head.with_draft_vocab(target, k)
 

@@ -27,6 +27,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--draft-vocab", type=int, default=None, metavar="K",
                  help="chain / glance: the head drafts over the K most frequent tokens of its training rows "
                       "(token_counts.npz beside --head; head/draft_vocab.py), not the whole vocabulary")
+  p.add_argument("--scores", choices=("marginals", "calibrated"), default="marginals",
+                 help="glance: rank tree prefixes by the product of the head's marginals, or by calibrated "
+                      "node scores (tree_calibration.json beside --head; python -m glance_jax.bench.tree_calibration)")
   p.add_argument("--image", action="append", default=[], help="image path (repeatable, in prompt order)")
   p.add_argument("--prompt", default=None, help="user prompt text")
   p.add_argument("--method", choices=tuple(METHODS), default="glance")
@@ -79,6 +82,8 @@ def run(args) -> dict:
 
   from glance_jax.decode.methods import check_budget
   auto = check_budget(args.budget, args.method, names=("--budget", "--method")) == "auto"
+  if args.scores == "calibrated" and args.method != "glance":
+    raise ValueError(f"--scores calibrated ranks a glance tree's prefixes, not {args.method!r}'s")
   if args.draft_vocab is not None and args.method not in ("chain", "glance"):
     raise ValueError(f"--draft-vocab is the block head's (--method chain / glance), not {args.method!r}'s")
   if args.draft and args.method != "two-model":
@@ -137,6 +142,8 @@ def run(args) -> dict:
     head = widened if block_head else head
   if args.draft_vocab is not None:   # the rows gathered from the target it drafts for (widened or not)
     head = head.with_draft_vocab(target, args.draft_vocab)
+  if args.scores == "calibrated":
+    head = head.with_calibrated_scores()
   if args.round_cost == DEVICE and auto:   # measured on this machine at first use, then cached
     from glance_jax.bench.device_cost import device_round_cost
     round_cost = device_round_cost(target, head, inputs, batch=1)

@@ -145,7 +145,7 @@ def build_tree(
 
 
 def build_tree_beam(
-    log_q: jax.Array, num_nodes: int = 63, top_k: int | None = None
+    log_q: jax.Array, num_nodes: int = 63, top_k: int | None = None, calibration=None
 ) -> Tree:
   """Exact top-N prefixes of the per-depth top-K tokens, best first (level-synchronous).
 
@@ -169,6 +169,12 @@ def build_tree_beam(
     top_k: K, the static number of ranks kept per depth; defaults to
       min(N, V), which is exact (see module docstring). Smaller K restricts
       the tree to the K best tokens per depth (K = 1 gives the argmax chain).
+    calibration: None (a node adds its token's log q), or (spine, off), each [L, K] float <= 0:
+      a node of rank r at depth d adds spine[d - 1, r] when its parent is on the head's top-1 path
+      (the root is), else off[d - 1, r] (head/tree_calibration.py fits them). The tokens are still
+      the head's top-K per depth; only the scores change. Every (beam slot, rank) pair is a
+      candidate then (the (i + 1)(r + 1) <= N pruning needs increments that fall with the rank
+      whatever the parent), which keeps the top N exact under any table.
 
   Returns:
     A `Tree` with N nodes in non-increasing score order.
@@ -178,6 +184,12 @@ def build_tree_beam(
   top_ids = top_ids.astype(jnp.int32)
   neg_inf = jnp.float32(-jnp.inf)
   lowest = jnp.float32(jnp.finfo(jnp.float32).min)
+  if calibration is None:
+    inc_spine = inc_off = top_lq
+  else:
+    inc_spine, inc_off = (jnp.asarray(c, jnp.float32) for c in calibration)
+    if inc_spine.shape != (depth_l, k) or inc_off.shape != (depth_l, k):
+      raise ValueError(f"calibration tables must be [L, K] = {(depth_l, k)}, got {inc_spine.shape} and {inc_off.shape}")
 
   def ranked(score, real):
     return jnp.where(real, jnp.maximum(score, lowest), neg_inf)
@@ -186,24 +198,27 @@ def build_tree_beam(
   # over the whole top_k output, never slicing it with a constant index, keeps XLA:CPU from
   # rewriting the TopK into a full sort of every [V] row, ~70x slower at V = 32000.)
   root = (jnp.full((n,), neg_inf).at[0].set(0.0), jnp.arange(n) == 0, jnp.zeros((n,), jnp.int32),
-          jnp.full((n,), -1, jnp.int32))
+          jnp.full((n,), -1, jnp.int32), jnp.arange(n) == 0)
 
   # Candidate (slot i, rank r) is outranked by the (i + 1)(r + 1) - 1 candidates (i' <= i, r' <= r)
   # (beam sorted, ranks sorted, and all of them earlier in parent-major order), so only pairs with
   # (i + 1)(r + 1) <= N can make the top N: ~N ln N candidates instead of N x K.
-  pairs = np.array([(i, r) for i in range(n) for r in range(k) if (i + 1) * (r + 1) <= n], np.int32)
+  pairs = np.array([(i, r) for i in range(n) for r in range(k)
+                    if calibration is not None or (i + 1) * (r + 1) <= n], np.int32)
   cand_slot, cand_rank = jnp.asarray(pairs[:, 0]), jnp.asarray(pairs[:, 1])  # [P], parent-major
 
   def extend(carry, depth_row):
-    score, real, _, _ = carry  # [N] each
-    lq_row, ids_row = depth_row  # [K]
-    cand = score[cand_slot] + lq_row[cand_rank]  # [P]
+    score, real, _, _, spine = carry  # [N] each
+    spine_row, off_row, ids_row = depth_row  # [K]
+    on = spine[cand_slot]  # [P]: the candidate's parent is on the top-1 path
+    cand = score[cand_slot] + jnp.where(on, spine_row[cand_rank], off_row[cand_rank])  # [P]
     cand_real = real[cand_slot]  # [P]
     _, idx = jax.lax.top_k(ranked(cand, cand_real), n)  # [N]
-    beam = (cand[idx], cand_real[idx], ids_row[cand_rank[idx]], cand_slot[idx])
-    return beam, beam
+    beam = (cand[idx], cand_real[idx], ids_row[cand_rank[idx]], cand_slot[idx],
+            on[idx] & (cand_rank[idx] == 0))
+    return beam, beam[:4]
 
-  _, beams = jax.lax.scan(extend, root, (top_lq, top_ids))  # each [L, N]
+  _, beams = jax.lax.scan(extend, root, (inc_spine, inc_off, top_ids))  # each [L, N]
   b_score, b_real, b_tok, b_par = beams
   flat_score = b_score.reshape(-1)  # [L*N], depth-major
   flat_real = b_real.reshape(-1)

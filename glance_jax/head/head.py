@@ -20,12 +20,16 @@ class Head(JitArgs):
 
   token_counts: int64 [V], the training rows' response-token counts when they were found beside the
   checkpoint (head/draft_vocab.py); draft_vocab: a head/draft_vocab.DraftVocab the head drafts
-  over instead of the whole vocabulary (Head.with_draft_vocab), or None."""
+  over instead of the whole vocabulary (Head.with_draft_vocab), or None. calibration: the
+  head/tree_calibration.TreeCalibration found beside the checkpoint; scores: the one its trees
+  rank prefixes by (Head.with_calibrated_scores), None = the product of marginals."""
   config: Any
   graphdef: Any
   params: Any
   token_counts: Any = None
   draft_vocab: Any = None
+  calibration: Any = None
+  scores: Any = None
 
   @classmethod
   def load(cls, path_or_repo_id, *, target=None, dtype=None, mesh=None) -> "Head":
@@ -41,7 +45,9 @@ class Head(JitArgs):
                                       target_config=target.config if target else None)
     root = resolve_checkpoint_dir(str(path_or_repo_id))
     counts = dv.load_counts(root, cfg.vocab_size) if (pathlib.Path(root) / dv.COUNTS_FILE).exists() else None
-    return cls(cfg, graphdef, params, token_counts=counts)
+    from glance_jax.head import tree_calibration as tc
+    calib = tc.load(root, cfg.block_size - 1) if (pathlib.Path(root) / tc.FILE).exists() else None
+    return cls(cfg, graphdef, params, token_counts=counts, calibration=calib)
 
   @classmethod
   def random(cls, target, *, seed: int = 0, num_layers: int = 5, block_size: int = 16) -> "Head":
@@ -67,6 +73,19 @@ class Head(JitArgs):
       raise ValueError(f"draft vocabulary of {size}: this head has no token counts ({dv.COUNTS_FILE} beside "
                        "its checkpoint; `python -m glance_jax.train.token_counts` writes them)")
     return dataclasses.replace(self, draft_vocab=dv.gather(target, dv.top_ids(self.token_counts, size)))
+
+  def with_calibrated_scores(self, calibration=None) -> "Head":
+    """This head with its trees ranked by calibrated node scores (`calibration`, default the one
+    found beside its checkpoint; head/tree_calibration.py); the same params."""
+    calibration = calibration if calibration is not None else self.calibration
+    if calibration is None:
+      from glance_jax.head import tree_calibration as tc
+      raise ValueError(f"calibrated scores: this head has no {tc.FILE} beside its checkpoint (fit one with "
+                       "`python -m glance_jax.bench.tree_calibration`)")
+    if calibration.depth != self.config.block_size - 1:
+      raise ValueError(f"calibrated scores: a table of depth {calibration.depth} for a head drafting "
+                       f"{self.config.block_size - 1} tokens")
+    return dataclasses.replace(self, calibration=calibration, scores=calibration)
 
   @property
   def draft_coverage(self) -> float | None:

@@ -57,4 +57,5 @@ def widen_head(head, width: int, *, target):
 
     from glance_jax import sharding as shd
     params = jax.device_put(params, shd.state_shardings(params, target.mesh))
-  return Head(cfg, graphdef, params, token_counts=head.token_counts)
+  return Head(cfg, graphdef, params, token_counts=head.token_counts, calibration=head.calibration,
+              scores=head.scores)

@@ -10,9 +10,12 @@ offsets j = 1..L (L = block_size - 1), through the target's own embedding and lm
 State: the context cache and the features of the rows committed last round, which are projected
 into the cache at the start of the next draft (so the round that ends a generation pays nothing).
 
-With a draft vocabulary (head/draft_vocab.py; Head.with_draft_vocab) the params are (head params,
-DraftVocab): the marginals are over its K tokens (logits against its gathered [K, D] lm_head rows,
-not the target's [V, D]), the tree is built over them and its tokens mapped back to target ids.
+With a draft vocabulary (head/draft_vocab.py; Head.with_draft_vocab) or calibrated node scores
+(head/tree_calibration.py; Head.with_calibrated_scores) the params are (head params, DraftVocab or
+None, (spine, off) tables or None). A vocabulary: the marginals are over its K tokens (logits
+against its gathered [K, D] lm_head rows, not the target's [V, D]), the tree is built over them and
+its tokens mapped back to target ids. Calibrated scores: the tree keeps the head's top-K tokens a
+depth but ranks prefixes by the tables' acceptance by (depth, rank, parent on the top-1 path).
 
 Letters: B rows, S context slots (= the target cache's), C = max_depth + 1 commit rows, F = taps x
 target width, L draft depth, V vocab.
@@ -64,7 +67,8 @@ class BlockDrafter(Drafter):
   mask_token_id: int
   budget: int               # N: tree nodes (glance) / chain length cap (chain)
   mesh: object = None       # the context cache's layout (kv heads on tensor, rows on data)
-  draft_vocab: int = 0      # K: drafts over a DraftVocab of K tokens (params (head, vocab)); 0 = all V
+  draft_vocab: int = 0      # K: drafts over a DraftVocab of K tokens; 0 = all V
+  calibrated: bool = False  # the tree ranks prefixes by calibrated node scores, not log marginals
 
   @property
   def depth(self) -> int:
@@ -87,8 +91,8 @@ class BlockDrafter(Drafter):
     return 1
 
   def _split(self, params):
-    """params -> (the head's params, its DraftVocab or None)."""
-    return (params[0], params[1]) if self.draft_vocab else (params, None)
+    """params -> (the head's params, its DraftVocab or None, its (spine, off) tables or None)."""
+    return tuple(params) if self.draft_vocab or self.calibrated else (params, None, None)
 
   def _head(self, params):
     return nnx.merge(self.graphdef.value, as_tree(self._split(params)[0]))
@@ -127,12 +131,12 @@ class BlockDrafter(Drafter):
     log_q = jax.nn.log_softmax(logits, axis=-1)
     return log_q, state.replace(k=head_k, v=head_v, ctx_len=ctx_len, n_pending=jnp.zeros_like(state.n_pending))
 
-  def tree(self, log_q: jax.Array) -> Proposal:
-    return head_tree(log_q, self.budget, chain=self.chain)
+  def tree(self, log_q: jax.Array, calibration=None) -> Proposal:
+    return head_tree(log_q, self.budget, chain=self.chain, calibration=calibration)
 
   def propose(self, params, target, state, st):
     log_q, state = self.marginals(params, target, state, st)
-    return self.target_ids(params, self.tree(log_q)), state
+    return self.target_ids(params, self.tree(log_q, self._split(params)[2])), state
 
   def target_ids(self, params, prop: Proposal) -> Proposal:
     """A proposal built over the draft vocabulary with its tokens as target ids (as it is without one)."""
@@ -145,11 +149,14 @@ class BlockDrafter(Drafter):
     return state.replace(pending=feats, n_pending=jnp.where(live, res.accepted + 1, 0))
 
 
-def head_tree(log_q: jax.Array, budget: int, *, chain: bool = False) -> Proposal:
+def head_tree(log_q: jax.Array, budget: int, *, chain: bool = False, calibration=None) -> Proposal:
   """log q [B, L, V] -> the chain of min(budget, L) argmax tokens or the top-`budget` tree, with its
-  nodes' log plug-in scores [B, N] (best first for the tree; -inf = padding)."""
+  nodes' log plug-in scores [B, N] (best first for the tree; -inf = padding). calibration: (spine,
+  off) [L, K] tables (K = min(budget, V)): the tree's scores are theirs (tree.build_tree_beam)."""
   if chain:
     t = jax.vmap(tree_lib.chain_tree)(log_q[:, : min(budget, log_q.shape[1])])
+  elif calibration is not None:
+    t = jax.vmap(lambda lq: tree_lib.build_tree_beam(lq, num_nodes=budget, calibration=calibration))(log_q)
   else:
     t = jax.vmap(lambda lq: tree_lib.build_tree(lq, num_nodes=budget))(log_q)
   return Proposal(DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask), t.scores)
@@ -163,13 +170,22 @@ def bind(head, target, budget: int, *, chain: bool = False) -> BlockDrafter:
   return cls(graphdef=head.jit_graphdef, block_size=head.config.block_size,
              taps=tuple(head.config.target_layer_ids), mask_token_id=head.config.mask_token_id,
              budget=int(budget), mesh=getattr(target, "mesh", None),
-             draft_vocab=0 if vocab is None else vocab.size)
+             draft_vocab=0 if vocab is None else vocab.size,
+             calibrated=getattr(head, "scores", None) is not None and not chain)
 
 
-def drafter_params(head):
-  """What a bound head's drafter takes as params: its flat params, with its DraftVocab if it has one."""
+def drafter_params(head, budget: int, *, chain: bool = False):
+  """What a bound head's drafter takes as params: its flat params, or (flat params, DraftVocab or
+  None, (spine, off) tables for a budget-`budget` tree or None) with a vocabulary or calibration."""
   vocab = getattr(head, "draft_vocab", None)
-  return head.flat_params if vocab is None else (head.flat_params, vocab)
+  scores = None if chain else getattr(head, "scores", None)
+  if vocab is None and scores is None:
+    return head.flat_params
+  tables = None
+  if scores is not None:
+    v = vocab.size if vocab is not None else head.config.vocab_size
+    tables = tuple(jnp.asarray(x) for x in scores.tables(min(int(budget), v)))
+  return (head.flat_params, vocab, tables)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,8 +202,8 @@ def _need_head(head, method: str):
 
 
 def build(target, head=None, budget: int = 63):
-  return bind(_need_head(head, "glance"), target, budget), drafter_params(head)
+  return bind(_need_head(head, "glance"), target, budget), drafter_params(head, budget)
 
 
 def build_chain(target, head=None, budget: int = 15):
-  return bind(_need_head(head, "chain"), target, budget, chain=True), drafter_params(head)
+  return bind(_need_head(head, "chain"), target, budget, chain=True), drafter_params(head, budget, chain=True)

@@ -1,0 +1,120 @@
+"""Calibrated node scores for the block head's tree: acceptance by (depth, rank, parent on the
+head's top-1 path or not), fitted on held-out rounds, in place of the product of marginals.
+
+GLANCE ranks a prefix by the product of the head's per-depth marginals, which are in effect
+conditioned on the head's own top-1 path: once an off-path sibling is accepted, the next depth's
+marginal is right far less often than on the path (vllm PR #42910: ~22% against 65-84% on DDTree).
+A calibration table measures that instead of assuming it:
+
+  spine[d, r]  P(the rank-r token at depth d + 1 is the target's | its parent was accepted and lies
+               on the head's top-1 path)   (the root is on it)
+  off[d, r]    the same for a parent off that path
+
+for ranks r < R (rank R - 1 pools every rank >= R - 1). A node's score is the sum of the log table
+entries along its path; tree.build_tree_beam(calibration=...) returns the exact top N under it,
+with the head's top-K tokens per depth. The tree no longer reads the marginals' values, only their
+ranks: a static shape per (spine, off) table, the first thing to beat before a parent-conditioned
+correction (issue 25).
+
+Fitted by bench/tree_calibration.py from teacher-forced rounds (the rank of the target's own token
+at every depth of every anchor); stored beside the head as tree_calibration.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+import numpy as np
+
+FILE = "tree_calibration.json"
+SCHEMA = "glance-tree-calibration/1"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TreeCalibration:
+  """log P(accept | parent accepted) tables, float32 [L, R] each (values <= 0); counts [2, L, R]
+  (rounds seen per cell: spine, off) and n [2, L] (parents seen per depth)."""
+  spine: np.ndarray
+  off: np.ndarray
+  counts: np.ndarray | None = None
+  n: np.ndarray | None = None
+
+  @property
+  def depth(self) -> int:
+    return int(self.spine.shape[0])
+
+  @property
+  def ranks(self) -> int:
+    return int(self.spine.shape[1])
+
+  def tables(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(spine, off) float32 [L, K] for a builder keeping K ranks a depth (ranks >= R take R - 1's)."""
+    idx = np.minimum(np.arange(int(k)), self.ranks - 1)
+    return self.spine[:, idx].astype(np.float32), self.off[:, idx].astype(np.float32)
+
+
+def fit(ranks: np.ndarray, *, max_rank: int = 8, k: int = 63, prior: float = 0.5) -> TreeCalibration:
+  """ranks int [T, L]: at anchor t, the rank of the target's own token at depth d + 1 in the head's
+  marginal (0 = the head's top token; -1 where the trajectory ended). Depth d's parent counts as
+  accepted when every earlier depth's token ranked below K (it could be in the tree), and as on the
+  spine when all of them ranked 0. Per cell, P = (hits / width + prior) / (parents + 2 prior):
+  width 1 but for the pooled last rank bin (ranks R - 1 .. K - 1, each taking an equal share); a
+  token ranked >= K counts as a parent with no hit (no tree holds it)."""
+  ranks = np.asarray(ranks)
+  t_, depth = ranks.shape
+  r_ = int(max_rank)
+  counts = np.zeros((2, depth, r_))
+  n = np.zeros((2, depth))
+  for t in range(t_):
+    on = True
+    for d in range(depth):
+      r = int(ranks[t, d])
+      if r < 0:
+        break
+      side = 0 if on else 1
+      n[side, d] += 1
+      if r >= k:
+        break
+      counts[side, d, min(r, r_ - 1)] += 1
+      on = on and r == 0
+  width = np.ones(r_)
+  width[-1] = max(1, int(k) - (r_ - 1))
+  den = np.broadcast_to(n[..., None] + 2 * prior, counts.shape)
+  p = np.divide(counts / width + prior, den, out=np.full(counts.shape, 0.5), where=den > 0)  # never seen: 1/2
+  log_p = np.log(np.clip(p, 1e-6, 1.0)).astype(np.float32)
+  return TreeCalibration(spine=log_p[0], off=log_p[1], counts=counts.astype(np.int64), n=n.astype(np.int64))
+
+
+def save(head_dir: str | os.PathLike, calib: TreeCalibration, meta: dict | None = None) -> pathlib.Path:
+  path = pathlib.Path(head_dir) / FILE
+  data = {"schema": SCHEMA, "spine": calib.spine.tolist(), "off": calib.off.tolist(),
+          "counts": None if calib.counts is None else calib.counts.tolist(),
+          "n": None if calib.n is None else calib.n.tolist(), "meta": meta or {}}
+  tmp = path.with_name(path.name + ".tmp")
+  tmp.write_text(json.dumps(data))
+  os.replace(tmp, path)
+  return path
+
+
+def load(head_dir: str | os.PathLike, depth: int) -> TreeCalibration:
+  """Reads <head_dir>/tree_calibration.json; every problem names the file and the key."""
+  path = pathlib.Path(head_dir) / FILE
+  try:
+    data = json.loads(path.read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise ValueError(f"{path}: unreadable tree calibration ({type(e).__name__}: {e})") from None
+  if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    raise ValueError(f"{path}: key 'schema' must be {SCHEMA!r}")
+  tabs = []
+  for key in ("spine", "off"):
+    a = np.asarray(data.get(key), np.float32)
+    if a.ndim != 2 or a.shape[0] != depth or not np.all(a <= 0):
+      raise ValueError(f"{path}: key {key!r} must be [{depth}, R] log-probabilities (<= 0), got shape {a.shape}")
+    tabs.append(a)
+  if tabs[0].shape != tabs[1].shape:
+    raise ValueError(f"{path}: 'spine' {tabs[0].shape} and 'off' {tabs[1].shape} differ")
+  return TreeCalibration(*tabs, counts=np.asarray(data["counts"]) if data.get("counts") else None,
+                         n=np.asarray(data["n"]) if data.get("n") else None)
