@@ -94,3 +94,46 @@ def test_calibrated_trees_are_lossless_and_change_the_tree(world, tmp_path):
   (tmp_path / "h" / tc.FILE).write_text('{"schema": "glance-tree-calibration/1", "spine": [[0.5]], "off": [[0.0]]}')
   with pytest.raises(ValueError, match=r"tree_calibration.json: key 'spine' must be \[15, R\] log-probabilities"):
     Head.load(tmp_path / "h", target=target)
+
+
+def test_marginal_bins_fit_and_increments():
+  """--by marginal: per (side, depth, bin of the node's own q) hits over candidates; the drafter's
+  increments look each node's bin up, so the tree still follows each round's marginals."""
+  import jax.numpy as jnp
+  edges = (0.2, 0.6)
+  # two roots, depth 2; hist: top-K candidates per bin at (t, d); ybin: the target token's bin
+  ranks = np.array([[0, 1], [0, 0]])
+  ybin = np.array([[2, 1], [2, 2]])
+  hist = np.array([[[3, 1, 1], [3, 2, 0]], [[4, 0, 1], [3, 1, 1]]])
+  c = tc.fit_marginal(ranks, ybin, hist, edges, k=5, prior=0.0)
+  # both roots' depth-1 tokens rank 0, so both depth-2 parents are on the top-1 path
+  assert c.counts[0].tolist() == [[0, 0, 2], [0, 1, 1]] and not c.counts[1].any()
+  np.testing.assert_allclose(np.exp(c.spine[0]), [1e-6, 1e-6, 1.0], atol=1e-7)     # 2 hits of 2 candidates
+  np.testing.assert_allclose(np.exp(c.spine[1]), [1e-6, 1 / 3, 1.0], atol=1e-6)   # bin 1: 1 hit of 3
+  np.testing.assert_allclose(np.exp(c.off), 0.5)                                  # never seen
+  top = jnp.log(jnp.asarray([[0.7, 0.25, 0.05], [0.5, 0.3, 0.21]]))
+  sp, off = tc.increments(top, c.tables(3))
+  np.testing.assert_allclose(np.asarray(sp), [[c.spine[0, 2], c.spine[0, 1], c.spine[0, 0]],
+                                              [c.spine[1, 1], c.spine[1, 1], c.spine[1, 1]]])
+  np.testing.assert_allclose(np.asarray(off), np.log(0.5), rtol=1e-6)
+
+
+def test_trajectory_bins_match_the_ranks(world):
+  target, head, batches = world
+  import types
+  b = batches[0]
+  ids = b.input_ids[0][b.attention_mask[0]]
+  one = types.SimpleNamespace(input_ids=ids[None], attention_mask=np.ones((1, len(ids)), bool),
+                              positions=b.positions[:, :1, : len(ids)], rope_delta=b.rope_delta[:1],
+                              pixel_values=None, image_grid_thw=None)
+  y = target.generate_greedy(one, 20, stop_tokens=())[0][0]
+  edges = tc.DEFAULT_EDGES
+  ranks, ybin, hist = btc.trajectory_ranks(target, head, one, y, edges=edges, k=15)
+  assert np.array_equal(ranks, btc.trajectory_ranks(target, head, one, y))
+  assert np.all(hist.sum(-1) == 15)                         # every top-15 candidate in one bin
+  valid = ranks >= 0
+  assert np.all((ybin >= 0) & (ybin <= len(edges))) and valid.any()
+  # the target token's bin is never above the top token's: a rank-0 token sits in the highest occupied bin
+  top_bin = np.array([[max(np.flatnonzero(h)) for h in row] for row in hist])
+  assert np.all(ybin[valid & (ranks == 0)] == top_bin[valid & (ranks == 0)])
+  assert np.all(ybin[valid] <= top_bin[valid])

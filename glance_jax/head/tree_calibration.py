@@ -36,11 +36,17 @@ SCHEMA = "glance-tree-calibration/1"
 @dataclasses.dataclass(frozen=True, eq=False)
 class TreeCalibration:
   """log P(accept | parent accepted) tables, float32 [L, R] each (values <= 0); counts [2, L, R]
-  (rounds seen per cell: spine, off) and n [2, L] (parents seen per depth)."""
+  (hits per cell: spine, off) and n [2, L] (parents seen per depth; [2, L, R] by bin).
+
+  edges None: the R columns are ranks (rank R - 1 pooling the rest). edges float [R - 1] ascending
+  in (0, 1): the columns are bins of the node's own marginal q (bin b holds edges[b-1] <= q <
+  edges[b]), so the score keeps what each round's marginals say and recalibrates it, per depth and
+  per parent on / off the top-1 path."""
   spine: np.ndarray
   off: np.ndarray
   counts: np.ndarray | None = None
   n: np.ndarray | None = None
+  edges: np.ndarray | None = None
 
   @property
   def depth(self) -> int:
@@ -50,10 +56,57 @@ class TreeCalibration:
   def ranks(self) -> int:
     return int(self.spine.shape[1])
 
-  def tables(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(spine, off) float32 [L, K] for a builder keeping K ranks a depth (ranks >= R take R - 1's)."""
+  def tables(self, k: int) -> tuple:
+    """What the drafter's params hold: rank tables (spine, off) float32 [L, K] for a builder keeping
+    K ranks a depth (ranks >= R take R - 1's), or with edges (spine [L, R], off [L, R], edges)."""
+    if self.edges is not None:
+      return self.spine.astype(np.float32), self.off.astype(np.float32), np.asarray(self.edges, np.float32)
     idx = np.minimum(np.arange(int(k)), self.ranks - 1)
     return self.spine[:, idx].astype(np.float32), self.off[:, idx].astype(np.float32)
+
+
+def increments(top_lq, tables):
+  """The builder's per-node score increments for one round: top_lq [L, K] (the head's sorted
+  log-marginals a depth) and the drafter's tables -> (spine, off) [L, K]."""
+  import jax.numpy as jnp
+  if len(tables) == 2:
+    return tables
+  spine, off, edges = tables
+  b = jnp.searchsorted(edges, jnp.exp(top_lq), side="right")            # [L, K] bin of each node's q
+  return jnp.take_along_axis(spine, b, axis=1), jnp.take_along_axis(off, b, axis=1)
+
+
+DEFAULT_EDGES = (0.01, 0.03, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
+
+
+def fit_marginal(ranks: np.ndarray, ybin: np.ndarray, hist: np.ndarray, edges=DEFAULT_EDGES, *,
+                 k: int = 63, prior: float = 0.5) -> TreeCalibration:
+  """Bins of the node's own marginal: ranks int [T, L] as in fit(); ybin int [T, L] the bin of the
+  target token's q; hist int [T, L, R] how many of the head's top-K tokens at (t, d) fall in each
+  bin (the candidates a tree could hold). Per (side, depth, bin): P = (hits + prior) / (candidates
+  + 2 prior), hits counted where the target's token ranked below K."""
+  ranks, ybin, hist = np.asarray(ranks), np.asarray(ybin), np.asarray(hist)
+  t_, depth = ranks.shape
+  nb = len(edges) + 1
+  hits = np.zeros((2, depth, nb))
+  cand = np.zeros((2, depth, nb))
+  for t in range(t_):
+    on = True
+    for d in range(depth):
+      r = int(ranks[t, d])
+      if r < 0:
+        break
+      side = 0 if on else 1
+      cand[side, d] += hist[t, d]
+      if r >= k:
+        break
+      hits[side, d, int(ybin[t, d])] += 1
+      on = on and r == 0
+  den = cand + 2 * prior
+  p = np.divide(hits + prior, den, out=np.full(hits.shape, 0.5), where=den > 0)   # never seen: 1/2
+  log_p = np.log(np.clip(p, 1e-6, 1.0)).astype(np.float32)
+  return TreeCalibration(spine=log_p[0], off=log_p[1], counts=hits.astype(np.int64), n=cand.astype(np.int64),
+                         edges=np.asarray(edges, np.float32))
 
 
 def fit(ranks: np.ndarray, *, max_rank: int = 8, k: int = 63, prior: float = 0.5) -> TreeCalibration:
@@ -91,6 +144,7 @@ def fit(ranks: np.ndarray, *, max_rank: int = 8, k: int = 63, prior: float = 0.5
 def save(head_dir: str | os.PathLike, calib: TreeCalibration, meta: dict | None = None) -> pathlib.Path:
   path = pathlib.Path(head_dir) / FILE
   data = {"schema": SCHEMA, "spine": calib.spine.tolist(), "off": calib.off.tolist(),
+          "edges": None if calib.edges is None else [float(x) for x in calib.edges],
           "counts": None if calib.counts is None else calib.counts.tolist(),
           "n": None if calib.n is None else calib.n.tolist(), "meta": meta or {}}
   tmp = path.with_name(path.name + ".tmp")
@@ -116,5 +170,11 @@ def load(head_dir: str | os.PathLike, depth: int) -> TreeCalibration:
     tabs.append(a)
   if tabs[0].shape != tabs[1].shape:
     raise ValueError(f"{path}: 'spine' {tabs[0].shape} and 'off' {tabs[1].shape} differ")
+  edges = data.get("edges")
+  if edges is not None:
+    edges = np.asarray(edges, np.float32)
+    if edges.ndim != 1 or len(edges) + 1 != tabs[0].shape[1] or np.any(np.diff(edges) <= 0) or not (
+        0 < edges.min() and edges.max() < 1):
+      raise ValueError(f"{path}: key 'edges' must be {tabs[0].shape[1] - 1} ascending values in (0, 1)")
   return TreeCalibration(*tabs, counts=np.asarray(data["counts"]) if data.get("counts") else None,
-                         n=np.asarray(data["n"]) if data.get("n") else None)
+                         n=np.asarray(data["n"]) if data.get("n") else None, edges=edges)

@@ -151,12 +151,19 @@ class BlockDrafter(Drafter):
 
 def head_tree(log_q: jax.Array, budget: int, *, chain: bool = False, calibration=None) -> Proposal:
   """log q [B, L, V] -> the chain of min(budget, L) argmax tokens or the top-`budget` tree, with its
-  nodes' log plug-in scores [B, N] (best first for the tree; -inf = padding). calibration: (spine,
-  off) [L, K] tables (K = min(budget, V)): the tree's scores are theirs (tree.build_tree_beam)."""
+  nodes' log plug-in scores [B, N] (best first for the tree; -inf = padding). calibration: the
+  drafter's tables (head/tree_calibration.TreeCalibration.tables): the tree's scores are theirs
+  (tree.build_tree_beam), by rank or by each node's own marginal."""
   if chain:
     t = jax.vmap(tree_lib.chain_tree)(log_q[:, : min(budget, log_q.shape[1])])
   elif calibration is not None:
-    t = jax.vmap(lambda lq: tree_lib.build_tree_beam(lq, num_nodes=budget, calibration=calibration))(log_q)
+    from glance_jax.head.tree_calibration import increments
+    k = min(budget, log_q.shape[-1])
+
+    def one(lq):
+      top = jax.lax.top_k(lq.astype(jnp.float32), k)[0]                    # [L, K]: the builder's ranks
+      return tree_lib.build_tree_beam(lq, num_nodes=budget, calibration=increments(top, calibration))
+    t = jax.vmap(one)(log_q)
   else:
     t = jax.vmap(lambda lq: tree_lib.build_tree(lq, num_nodes=budget))(log_q)
   return Proposal(DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask), t.scores)
