@@ -79,6 +79,23 @@ def increments(top_lq, tables):
 DEFAULT_EDGES = (0.01, 0.03, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
 
 
+def accepted_parents(ranks: np.ndarray, k: int):
+  """(t, d, side, rank) for every depth d whose parent a tree of K ranks a depth could hold and
+  accept at root t: every earlier depth's target token ranked below K; side 0 when all of them
+  ranked 0 (the parent on the head's top-1 path), else 1. A root ends at its first rank -1 (the
+  answer's end) or after its first rank >= K (no tree holds that token, nor anything below it)."""
+  for t in range(ranks.shape[0]):
+    on = True
+    for d in range(ranks.shape[1]):
+      r = int(ranks[t, d])
+      if r < 0:
+        break
+      yield t, d, 0 if on else 1, r
+      if r >= k:
+        break
+      on = on and r == 0
+
+
 def fit_marginal(ranks: np.ndarray, ybin: np.ndarray, hist: np.ndarray, edges=DEFAULT_EDGES, *,
                  k: int = 63, prior: float = 0.5) -> TreeCalibration:
   """Bins of the node's own marginal: ranks int [T, L] as in fit(); ybin int [T, L] the bin of the
@@ -90,18 +107,10 @@ def fit_marginal(ranks: np.ndarray, ybin: np.ndarray, hist: np.ndarray, edges=DE
   nb = len(edges) + 1
   hits = np.zeros((2, depth, nb))
   cand = np.zeros((2, depth, nb))
-  for t in range(t_):
-    on = True
-    for d in range(depth):
-      r = int(ranks[t, d])
-      if r < 0:
-        break
-      side = 0 if on else 1
-      cand[side, d] += hist[t, d]
-      if r >= k:
-        break
+  for t, d, side, r in accepted_parents(ranks, k):
+    cand[side, d] += hist[t, d]
+    if r < k:
       hits[side, d, int(ybin[t, d])] += 1
-      on = on and r == 0
   den = cand + 2 * prior
   p = np.divide(hits + prior, den, out=np.full(hits.shape, 0.5), where=den > 0)   # never seen: 1/2
   log_p = np.log(np.clip(p, 1e-6, 1.0)).astype(np.float32)
@@ -121,18 +130,10 @@ def fit(ranks: np.ndarray, *, max_rank: int = 8, k: int = 63, prior: float = 0.5
   r_ = int(max_rank)
   counts = np.zeros((2, depth, r_))
   n = np.zeros((2, depth))
-  for t in range(t_):
-    on = True
-    for d in range(depth):
-      r = int(ranks[t, d])
-      if r < 0:
-        break
-      side = 0 if on else 1
-      n[side, d] += 1
-      if r >= k:
-        break
+  for _, d, side, r in accepted_parents(ranks, k):
+    n[side, d] += 1
+    if r < k:
       counts[side, d, min(r, r_ - 1)] += 1
-      on = on and r == 0
   width = np.ones(r_)
   width[-1] = max(1, int(k) - (r_ - 1))
   den = np.broadcast_to(n[..., None] + 2 * prior, counts.shape)
