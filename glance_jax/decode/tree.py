@@ -169,9 +169,10 @@ def build_tree_beam(
     top_k: K, the static number of ranks kept per depth; defaults to
       min(N, V), which is exact (see module docstring). Smaller K restricts
       the tree to the K best tokens per depth (K = 1 gives the argmax chain).
-    calibration: None (a node adds its token's log q), or (spine, off), each [L, K] float <= 0:
-      a node of rank r at depth d adds spine[d - 1, r] when its parent is on the head's top-1 path
-      (the root is), else off[d - 1, r] (head/tree_calibration.py fits them). The tokens are still
+    calibration: None (a node adds its token's log q), or (spine, off), each [L, K] float <= 0,
+      or a function of the sorted top-K log q [L, K] returning them: a node of rank r at depth d
+      adds spine[d - 1, r] when its parent is on the head's top-1 path (the root is), else
+      off[d - 1, r] (head/tree_calibration.py fits them). The tokens are still
       the head's top-K per depth; only the scores change. Every (beam slot, rank) pair is a
       candidate then (the (i + 1)(r + 1) <= N pruning needs increments that fall with the rank
       whatever the parent), which keeps the top N exact under any table.
@@ -187,7 +188,8 @@ def build_tree_beam(
   if calibration is None:
     inc_spine = inc_off = top_lq
   else:
-    inc_spine, inc_off = (jnp.asarray(c, jnp.float32) for c in calibration)
+    tables = calibration(top_lq) if callable(calibration) else calibration
+    inc_spine, inc_off = (jnp.asarray(c, jnp.float32) for c in tables)
     if inc_spine.shape != (depth_l, k) or inc_off.shape != (depth_l, k):
       raise ValueError(f"calibration tables must be [L, K] = {(depth_l, k)}, got {inc_spine.shape} and {inc_off.shape}")
 

@@ -158,12 +158,8 @@ def head_tree(log_q: jax.Array, budget: int, *, chain: bool = False, calibration
     t = jax.vmap(tree_lib.chain_tree)(log_q[:, : min(budget, log_q.shape[1])])
   elif calibration is not None:
     from glance_jax.head.tree_calibration import increments
-    k = min(budget, log_q.shape[-1])
-
-    def one(lq):
-      top = jax.lax.top_k(lq.astype(jnp.float32), k)[0]                    # [L, K]: the builder's ranks
-      return tree_lib.build_tree_beam(lq, num_nodes=budget, calibration=increments(top, calibration))
-    t = jax.vmap(one)(log_q)
+    per_node = lambda top_lq: increments(top_lq, calibration)   # noqa: E731 (the builder's own top-K)
+    t = jax.vmap(lambda lq: tree_lib.build_tree_beam(lq, num_nodes=budget, calibration=per_node))(log_q)
   else:
     t = jax.vmap(lambda lq: tree_lib.build_tree(lq, num_nodes=budget))(log_q)
   return Proposal(DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask), t.scores)
