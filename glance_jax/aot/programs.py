@@ -187,11 +187,11 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
                   mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh, draft_vocab=vocab,
                   calibrated=calibrated)
     if vocab:
-      params = (m[4], draft_vocab(sizes, mesh, vocab), None)
+      params = (m[4], draft_vocab(sizes, mesh, vocab), None, None)
     if calibrated:   # (spine, off) [L, K] tables, K = the tree's ranks a depth
       k = min(budget, sizes.config.text.vocab_size)
       table = _sds((sizes.block_size - 1, k), jnp.float32, NamedSharding(mesh, P()))
-      params = (m[4], None, (table, table))
+      params = (m[4], None, (table, table), None)
     record = methods.recorded_widths(drafter.num_nodes) if method != "chain" else ()
     policy = policies.Fixed(drafter.num_nodes, record)
   return Spec(drafter, policy, LoopConfig(max_new_tokens=max_new_tokens or sizes.max_new_tokens, mesh=mesh), params)

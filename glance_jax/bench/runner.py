@@ -39,7 +39,8 @@ class Method:
   auto: bool = False
   ablate: str | None = None   # a head variant: an ablation of head.ABLATIONS, `glance-63[zero-context]`,
                               # a draft vocabulary of K tokens, `glance-63[vocab-K]` (head/draft_vocab.py),
-                              # or calibrated node scores, `glance-63[calibrated]` (head/tree_calibration.py)
+                              # calibrated node scores, `glance-63[calibrated]` (head/tree_calibration.py),
+                              # or a parent correction's tree, `glance-63[parent]` (head/parent_correction.py)
 
 
 # The methods the bench runs with the block head it loads, and the rivals with drafters of their own
@@ -81,6 +82,7 @@ class Drafts:
 
 
 CALIBRATED = "calibrated"    # the head variant ranking its trees by tree_calibration.json
+PARENT = "parent"            # the head variant expanding each node's own children (parent_correction.json)
 
 
 def draft_vocab_size(kind: str | None) -> int | None:
@@ -93,10 +95,13 @@ def ablated(m: Method, kind: str) -> Method:
   """`m` as a head variant: label `glance-63[zero-context]` (an ablation of head.ABLATIONS) or
   `glance-63[vocab-K]` (a draft vocabulary of K tokens); only head methods (chain, glance-*)."""
   from glance_jax.head import ABLATIONS
-  if kind not in ABLATIONS and not draft_vocab_size(kind) and kind != CALIBRATED:
-    raise ValueError(f"unknown head variant {kind!r}; valid: {', '.join(ABLATIONS)}, vocab-K (K >= 1), {CALIBRATED}")
+  if kind not in ABLATIONS and not draft_vocab_size(kind) and kind not in (CALIBRATED, PARENT):
+    raise ValueError(f"unknown head variant {kind!r}; valid: {', '.join(ABLATIONS)}, vocab-K (K >= 1), "
+                     f"{CALIBRATED}, {PARENT}")
   if m.method not in ("chain", "glance"):
     raise ValueError(f"ablation [{kind}] needs a head method (chain, glance-N, glance-auto), got {m.label!r}")
+  if kind in (CALIBRATED, PARENT) and m.method == "chain":
+    raise ValueError(f"[{kind}] changes how a tree is built; a chain has none (use glance-N[{kind}])")
   return dataclasses.replace(m, label=f"{m.label}[{kind}]", ablate=kind)
 
 
@@ -208,6 +213,8 @@ def _ablated_head(head, kind: str, target):
   draft vocabulary's rows are gathered once."""
   if kind == CALIBRATED:
     return head.with_calibrated_scores()
+  if kind == PARENT:
+    return head.with_parent_correction()
   k = draft_vocab_size(kind)
   return head.ablated(kind) if k is None else head.with_draft_vocab(target, k)
 

@@ -184,7 +184,6 @@ def build_tree_beam(
   top_lq, top_ids = jax.lax.top_k(log_q.astype(jnp.float32), k)  # [L, K]
   top_ids = top_ids.astype(jnp.int32)
   neg_inf = jnp.float32(-jnp.inf)
-  lowest = jnp.float32(jnp.finfo(jnp.float32).min)
   if calibration is None:
     inc_spine = inc_off = top_lq
   else:
@@ -192,9 +191,6 @@ def build_tree_beam(
     inc_spine, inc_off = (jnp.asarray(c, jnp.float32) for c in tables)
     if inc_spine.shape != (depth_l, k) or inc_off.shape != (depth_l, k):
       raise ValueError(f"calibration tables must be [L, K] = {(depth_l, k)}, got {inc_spine.shape} and {inc_off.shape}")
-
-  def ranked(score, real):
-    return jnp.where(real, jnp.maximum(score, lowest), neg_inf)
 
   # The root as a beam of one real slot; depth 1 is its extension like every other depth. (Scanning
   # over the whole top_k output, never slicing it with a constant index, keeps XLA:CPU from
@@ -215,16 +211,31 @@ def build_tree_beam(
     on = spine[cand_slot]  # [P]: the candidate's parent is on the top-1 path
     cand = score[cand_slot] + jnp.where(on, spine_row[cand_rank], off_row[cand_rank])  # [P]
     cand_real = real[cand_slot]  # [P]
-    _, idx = jax.lax.top_k(ranked(cand, cand_real), n)  # [N]
+    _, idx = jax.lax.top_k(rank_key(cand, cand_real), n)  # [N]
     beam = (cand[idx], cand_real[idx], ids_row[cand_rank[idx]], cand_slot[idx],
             on[idx] & (cand_rank[idx] == 0))
     return beam, beam[:4]
 
   _, beams = jax.lax.scan(extend, root, (inc_spine, inc_off, top_ids))  # each [L, N]
-  b_score, b_real, b_tok, b_par = beams
+  return select_tree(*beams)
+
+
+def rank_key(score: jax.Array, real: jax.Array) -> jax.Array:
+  """The beam builders' ranking key: the score for real prefixes (clamped at the lowest finite
+  float, so -inf log-probs still rank above padding), -inf for slots that hold no prefix."""
+  lowest = jnp.float32(jnp.finfo(jnp.float32).min)
+  return jnp.where(real, jnp.maximum(score, lowest), jnp.float32(-jnp.inf))
+
+
+def select_tree(b_score: jax.Array, b_real: jax.Array, b_tok: jax.Array, b_par: jax.Array) -> Tree:
+  """A level-synchronous builder's beams, each [L, N] (score, holds a prefix, token, parent's slot
+  in the previous depth's beam) -> the first N of the L x N entries in one global order (score desc,
+  then depth asc, then beam position asc), as a `Tree` with parents and ancestor mask."""
+  depth_l, n = b_score.shape
+  neg_inf = jnp.float32(-jnp.inf)
   flat_score = b_score.reshape(-1)  # [L*N], depth-major
   flat_real = b_real.reshape(-1)
-  _, sel = jax.lax.top_k(ranked(flat_score, flat_real), n)  # [N] flat beam index per node
+  _, sel = jax.lax.top_k(rank_key(flat_score, flat_real), n)  # [N] flat beam index per node
   ok = flat_real[sel]
   depth0 = sel // n  # 0-based depth
   # Output position of every selected beam entry; the parent of node i is at depth0 - 1 in the beam.

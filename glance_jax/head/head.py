@@ -22,7 +22,9 @@ class Head(JitArgs):
   checkpoint (head/draft_vocab.py); draft_vocab: a head/draft_vocab.DraftVocab the head drafts
   over instead of the whole vocabulary (Head.with_draft_vocab), or None. calibration: the
   head/tree_calibration.TreeCalibration found beside the checkpoint; scores: the one its trees
-  rank prefixes by (Head.with_calibrated_scores), None = the product of marginals."""
+  rank prefixes by (Head.with_calibrated_scores), None = the product of marginals. correction: the
+  head/parent_correction.Correction found beside the checkpoint; parent: the one its trees expand
+  each node's own children with (Head.with_parent_correction; it takes the place of `scores`)."""
   config: Any
   graphdef: Any
   params: Any
@@ -30,6 +32,8 @@ class Head(JitArgs):
   draft_vocab: Any = None
   calibration: Any = None
   scores: Any = None
+  correction: Any = None
+  parent: Any = None
 
   @classmethod
   def load(cls, path_or_repo_id, *, target=None, dtype=None, mesh=None) -> "Head":
@@ -47,7 +51,11 @@ class Head(JitArgs):
     counts = dv.load_counts(root, cfg.vocab_size) if (pathlib.Path(root) / dv.COUNTS_FILE).exists() else None
     from glance_jax.head import tree_calibration as tc
     calib = tc.load(root, cfg.block_size - 1) if (pathlib.Path(root) / tc.FILE).exists() else None
-    return cls(cfg, graphdef, params, token_counts=counts, calibration=calib)
+    from glance_jax.head import parent_correction as pc
+    corr = pc.load(root) if pc.exists(root) else None
+    if corr is not None:
+      corr.check_head(cfg, where=str(pathlib.Path(root) / pc.FILE))
+    return cls(cfg, graphdef, params, token_counts=counts, calibration=calib, correction=corr)
 
   @classmethod
   def random(cls, target, *, seed: int = 0, num_layers: int = 5, block_size: int = 16) -> "Head":
@@ -86,6 +94,17 @@ class Head(JitArgs):
       raise ValueError(f"calibrated scores: a table of depth {calibration.depth} for a head drafting "
                        f"{self.config.block_size - 1} tokens")
     return dataclasses.replace(self, calibration=calibration, scores=calibration)
+
+  def with_parent_correction(self, correction=None) -> "Head":
+    """This head with its trees built from each node's own children under a parent correction
+    (`correction`, default the one found beside its checkpoint; head/parent_correction.py)."""
+    correction = correction if correction is not None else self.correction
+    if correction is None:
+      from glance_jax.head import parent_correction as pc
+      raise ValueError(f"parent correction: this head has no {pc.FILE} beside its checkpoint (train one with "
+                       "`python train.py --config configs/train_parent_testbed.py`)")
+    correction.check_head(self.config)
+    return dataclasses.replace(self, correction=correction, parent=correction, scores=None)
 
   @property
   def draft_coverage(self) -> float | None:

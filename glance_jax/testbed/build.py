@@ -15,6 +15,8 @@ Stages (each resumes or skips what is done):
   draft   the two-model rival's draft (glance_jax/testbed/draft_train.py): the target at half its
           depth, trained on the head's regenerated rows with the suite's DRAFT_TRAIN recipe ->
           <out>/draft/ (HF layout, bf16); a suite without DRAFT_TRAIN skips it
+  parent  `train.py --config configs/train_parent_testbed.py`: a parent correction of the head's
+          marginals (head frozen, the head stage's rows) -> <out>/head/parent_correction.{json,safetensors}
   eval    held-out accuracy of the target -> <out>/eval.json
 
 The output records its suite version in suite.json; a build refuses to add stages of one version to
@@ -32,10 +34,11 @@ import shutil
 
 from glance_jax.testbed import paths, stream, suites
 
-STAGES = ("tasks", "target", "head", "draft", "eval")
+STAGES = ("tasks", "target", "head", "draft", "parent", "eval")
 HELDOUT_PER_TASK = stream.HELDOUT_RESERVED  # held-out prompts shipped per task: all the reserved ones
 TRAIN_PER_TASK = 384      # prompts per task whose target answers train the head
 HEAD_CONFIG = paths.REPO / "configs" / "train_testbed.py"
+PARENT_CONFIG = paths.REPO / "configs" / "train_parent_testbed.py"
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +111,22 @@ def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
   from glance_jax.head import save_head
   head = result["head"]
   save_head(dest, head.config, jax.device_get(head.params), dtype=jnp.bfloat16)
+
+
+def build_parent(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec()) -> None:
+  """The head's parent correction, trained with the head frozen on the head stage's rows, copied beside it."""
+  from glance_jax.head import parent_correction as pc
+  from glance_jax.train.config import load_config
+  from glance_jax.train.driver import train
+  if not (workdir / "head_run" / "regen").is_dir():
+    raise ValueError(f"{workdir / 'head_run' / 'regen'}: no regenerated rows; run the head stage first (`--stages head`)")
+  tasks = ",".join(str(workdir / "data" / f"{t}_train.jsonl") for t in spec.suite.TASKS)
+  cfg = load_config(PARENT_CONFIG, [f"suite={spec.version}", f"target={out / 'target'}", f"task_files={tasks}",
+                                    f"head_init={out / 'head'}", f"regen_dir={workdir / 'head_run' / 'regen'}",
+                                    f"workdir={workdir / 'parent_run'}"])
+  export = pathlib.Path(train(cfg)["export"])
+  for name in (pc.FILE, pc.WEIGHTS):
+    shutil.copy2(export / name, out / "head" / name)
 
 
 def build_draft(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec()) -> pathlib.Path | None:
@@ -194,6 +213,8 @@ def main(argv=None) -> None:
     build_head(out, workdir, args.head_overrides, spec)
   if "draft" in stages:
     build_draft(out, workdir, spec)
+  if "parent" in stages:
+    build_parent(out, workdir, spec)
   if "eval" in stages:
     print(json.dumps(build_eval(out, spec), indent=2))
 

@@ -17,13 +17,14 @@ import pathlib
 import typing
 from typing import Sequence
 
-DRAFTERS = ("glance", "eagle3")
+DRAFTERS = ("glance", "eagle3", "parent")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
   # --- the drafter this run trains: glance (the DFlash block head) | eagle3 (the rival EAGLE-3 head,
-  # train/eagle3_train.py: the same rows, mesh, checkpoints and export path, its own objective)
+  # train/eagle3_train.py: the same rows, mesh, checkpoints and export path, its own objective) |
+  # parent (a parent correction of the head_init head's marginals, train/parent_train.py)
   drafter: str = "glance"
   # --- models
   target: str                              # HF Qwen3-VL checkpoint directory or hub repo id
@@ -50,6 +51,10 @@ class TrainConfig:
   eagle3_layers: int = 1                   # midlayers (1: the released `midlayer.*` layout)
   eagle3_aux_layer_ids: tuple[int, ...] = ()  # 3 tapped target layers; () = EAGLE-3's default for its depth
   eagle3_save_embed: bool = False          # export a copy of the target's embed_tokens with the head
+  # --- parent correction (drafter="parent"; head/parent_correction.py)
+  parent_joint: bool = False               # train the head with it (else head_init is frozen)
+  parent_width: int = 256                  # m: the transition MLP's width
+  parent_rank: int = 32                    # r: the logit bias's rank
   # --- objective (SpecForge DFlash recipe)
   num_anchors: int = 512                   # blocks per sequence, fresh random anchors each step
   gamma: float | None = None               # loss decay; None = 7 for B = 16 (SpecForge)
@@ -90,6 +95,9 @@ class TrainConfig:
     self.regen_sampling   # checks the three regen_ sampling fields
     if self.drafter not in DRAFTERS:
       raise ValueError(f"drafter must be one of {', '.join(map(repr, DRAFTERS))}, got {self.drafter!r}")
+    if self.drafter == "parent" and not self.parent_joint and not self.head_init:
+      raise ValueError("drafter=parent trains a correction for a frozen head: set head_init=DIR (a DFlash-format "
+                       "head), or parent_joint=true to train a head with it")
     if self.eagle3_aux_layer_ids and len(self.eagle3_aux_layer_ids) != 3:
       raise ValueError(f"eagle3_aux_layer_ids must be 3 layer ids or empty (the default), got "
                        f"{self.eagle3_aux_layer_ids}")
@@ -102,7 +110,7 @@ class TrainConfig:
     if self.head_group is not None and self.head_group < 1:
       raise ValueError(f"head_group must be >= 1 or None, got {self.head_group}")
     for name in ("batch_size", "num_anchors", "save_every", "keep", "seq_len", "epochs", "ce_chunk",
-                 "eagle3_draft_vocab", "eagle3_ttt_steps", "eagle3_layers"):
+                 "eagle3_draft_vocab", "eagle3_ttt_steps", "eagle3_layers", "parent_width", "parent_rank"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 

@@ -192,11 +192,15 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
   # --- head, optimizer, state (born sharded), step
   tx, schedule = make_optimizer(total_steps=total, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 warmup_frac=cfg.warmup_frac, clip=cfg.clip)
-  e3 = None
+  own = None   # a drafter with its own step and export (eagle3, parent)
   if cfg.drafter == "eagle3":   # the rival: its vocabulary, state and TTT step (train/eagle3_train.py)
     from glance_jax.train import eagle3_train
-    e3 = eagle3_train.build(cfg, target, rows, mesh, tx=tx, schedule=schedule)
-    graphdef, state, train_step = e3.graphdef, e3.state, e3.step
+    own = eagle3_train.build(cfg, target, rows, mesh, tx=tx, schedule=schedule)
+    graphdef, state, train_step = own.graphdef, own.state, own.step
+  elif cfg.drafter == "parent":   # a correction of a frozen (or joint) head (train/parent_train.py)
+    from glance_jax.train import parent_train
+    own = parent_train.build(cfg, target, mesh, tx=tx, schedule=schedule)
+    state, train_step = own.state, own.step
   else:
     head_cfg = HeadConfig.for_target(target.config, num_layers=cfg.head_layers, block_size=cfg.block_size)
     init = init_head(head_cfg, dtype=jnp.float32, from_dflash=cfg.head_init, mesh=mesh) if cfg.head_init else None
@@ -247,7 +251,7 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
       if pid == 0:
         with open(metrics_path, "a") as f:
           f.write(json.dumps(last) + "\n")
-      bar.set_postfix(**(e3.postfix(last) if e3 else dict(
+      bar.set_postfix(**(own.postfix(last) if own else dict(
           loss=f"{last['loss']:.3f}", acc1=f"{last['acc_per_offset'][0]:.2f}",
           tau=f"{last['tau_implied']:.2f}", tok_s=f"{last['tokens_per_s']:.0f}")))
     bar.update(1)
@@ -255,8 +259,8 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> dict:
       ckpt.save(step + 1, state, {"position": order.position(step + 1), "config": dataclasses.asdict(cfg)})
   bar.close()
   ckpt.close()
-  if e3 is not None:            # the midlayer format, <workdir>/eagle3_head
-    return e3.finish(state, dict(steps=total, resumed_from=start, last=last))
+  if own is not None:            # its own export (eagle3: the midlayer format; parent: beside the head)
+    return own.finish(state, dict(steps=total, resumed_from=start, last=last))
 
   # --- export in the DFlash format decode.py --head reads
   export = pathlib.Path(cfg.export_dir) if cfg.export_dir else workdir / "head"

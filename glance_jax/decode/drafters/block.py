@@ -37,6 +37,7 @@ from glance_jax.decode.drafter import Drafter, Prefill, Proposal
 from glance_jax.decode.verify import DraftTree
 from glance_jax.head.model import block_mask
 from glance_jax.qwen3_vl.cache import write_rows
+from glance_jax.qwen3_vl.engine import greedy_tokens
 from glance_jax.qwen3_vl.layers import matmul_t
 from glance_jax.static_args import Hashed, as_tree
 
@@ -69,6 +70,7 @@ class BlockDrafter(Drafter):
   mesh: object = None       # the context cache's layout (kv heads on tensor, rows on data)
   draft_vocab: int = 0      # K: drafts over a DraftVocab of K tokens; 0 = all V
   calibrated: bool = False  # the tree ranks prefixes by calibrated node scores, not log marginals
+  correction: Hashed | None = None   # a parent correction's graphdef: each node's own children
 
   @property
   def depth(self) -> int:
@@ -90,9 +92,14 @@ class BlockDrafter(Drafter):
   def passes(self) -> int:
     return 1
 
+  @property
+  def _extras(self) -> bool:
+    return bool(self.draft_vocab or self.calibrated or self.correction is not None)
+
   def _split(self, params):
-    """params -> (the head's params, its DraftVocab or None, its (spine, off) tables or None)."""
-    return tuple(params) if self.draft_vocab or self.calibrated else (params, None, None)
+    """params -> (the head's params, its DraftVocab or None, its (spine, off) tables or None, its
+    parent correction's params or None)."""
+    return tuple(params) if self._extras else (params, None, None, None)
 
   def _head(self, params):
     return nnx.merge(self.graphdef.value, as_tree(self._split(params)[0]))
@@ -114,6 +121,12 @@ class BlockDrafter(Drafter):
   def marginals(self, params, target, state: BlockState, st) -> tuple[jax.Array, BlockState]:
     """One head pass -> (log q [B, L, V] (K: over the draft vocabulary), state with last round's
     features projected)."""
+    _, logits, state = self.draft_pass(params, target, state, st)
+    return jax.nn.log_softmax(logits, axis=-1), state
+
+  def draft_pass(self, params, target, state: BlockState, st):
+    """One head pass -> (hidden [B, L, D] at the drafted offsets, logits fp32 [B, L, V] (K: over the
+    draft vocabulary), state with last round's features projected)."""
     head = self._head(params)
     b, c = st.root.shape[0], state.pending.shape[1]
     ctx = head.project_context(state.pending)                             # [B, C, H]
@@ -128,15 +141,38 @@ class BlockDrafter(Drafter):
     vocab = self._split(params)[1]
     logits = (target.logits(hidden[:, 1:]) if vocab is None                # [B, L, V]
               else matmul_t(hidden[:, 1:], vocab.rows, out_dtype=jnp.float32))   # [B, L, K]
-    log_q = jax.nn.log_softmax(logits, axis=-1)
-    return log_q, state.replace(k=head_k, v=head_v, ctx_len=ctx_len, n_pending=jnp.zeros_like(state.n_pending))
+    return hidden[:, 1:], logits, state.replace(k=head_k, v=head_v, ctx_len=ctx_len,
+                                                n_pending=jnp.zeros_like(state.n_pending))
 
   def tree(self, log_q: jax.Array, calibration=None) -> Proposal:
     return head_tree(log_q, self.budget, chain=self.chain, calibration=calibration)
 
   def propose(self, params, target, state, st):
+    if self.correction is not None:
+      hidden, logits, state = self.draft_pass(params, target, state, st)
+      return self.target_ids(params, self.corrected_tree(params, target, hidden, logits, st.root)), state
     log_q, state = self.marginals(params, target, state, st)
     return self.target_ids(params, self.tree(log_q, self._split(params)[2])), state
+
+  def corrected_tree(self, params, target, hidden, logits, root) -> Proposal:
+    """hidden [B, L, D], logits [B, L, V] (K), root int32 [B] -> the exact top-`budget` tree whose
+    nodes expand their own children under the parent correction (decode/tree_conditioned.py)."""
+    from glance_jax.decode.tree_conditioned import build_tree_conditioned
+    _, vocab, _, cparams = self._split(params)
+    corr = nnx.merge(self.correction.value, as_tree(cparams))
+    rows = None if vocab is None else jnp.take(corr.out[...], vocab.ids, axis=0)   # [K, r]
+    to_target = (lambda t: t) if vocab is None else (lambda t: jnp.take(vocab.ids, t, axis=0))  # noqa: E731
+
+    def one(h, z, r):                                                     # [L, D], [L, V], []
+      def children(d, tok, on):                                           # [N] each -> [N, V]
+        parent = jnp.where(d == 0, r, to_target(tok))                     # the root is a target id
+        b = corr.bias(target.embed(parent), jnp.broadcast_to(h[d], (tok.shape[0], h.shape[-1])),
+                      jnp.broadcast_to(d, tok.shape), on, rows)
+        return jax.nn.log_softmax(z[d][None] + b, axis=-1)
+      return build_tree_conditioned(children, greedy_tokens(z), jnp.int32(0), self.budget)
+
+    t = jax.vmap(one)(hidden, logits, root)
+    return Proposal(DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask), t.scores)
 
   def target_ids(self, params, prop: Proposal) -> Proposal:
     """A proposal built over the draft vocabulary with its tokens as target ids (as it is without one)."""
@@ -170,25 +206,29 @@ def bind(head, target, budget: int, *, chain: bool = False) -> BlockDrafter:
   head.config.check_target(target.config)
   cls = ChainDrafter if chain else BlockDrafter
   vocab = getattr(head, "draft_vocab", None)
+  parent = None if chain else getattr(head, "parent", None)
   return cls(graphdef=head.jit_graphdef, block_size=head.config.block_size,
              taps=tuple(head.config.target_layer_ids), mask_token_id=head.config.mask_token_id,
              budget=int(budget), mesh=getattr(target, "mesh", None),
              draft_vocab=0 if vocab is None else vocab.size,
-             calibrated=getattr(head, "scores", None) is not None and not chain)
+             calibrated=getattr(head, "scores", None) is not None and not chain and parent is None,
+             correction=None if parent is None else Hashed(parent.graphdef))
 
 
 def drafter_params(head, budget: int, *, chain: bool = False):
   """What a bound head's drafter takes as params: its flat params, or (flat params, DraftVocab or
-  None, (spine, off) tables for a budget-`budget` tree or None) with a vocabulary or calibration."""
+  None, (spine, off) tables for a budget-`budget` tree or None, parent correction params or None)
+  with a vocabulary, calibration or parent correction (which takes the place of calibration)."""
   vocab = getattr(head, "draft_vocab", None)
-  scores = None if chain else getattr(head, "scores", None)
-  if vocab is None and scores is None:
+  parent = None if chain else getattr(head, "parent", None)
+  scores = None if chain or parent is not None else getattr(head, "scores", None)
+  if vocab is None and scores is None and parent is None:
     return head.flat_params
   tables = None
   if scores is not None:
     v = vocab.size if vocab is not None else head.config.vocab_size
     tables = tuple(jnp.asarray(x) for x in scores.tables(min(int(budget), v)))
-  return (head.flat_params, vocab, tables)
+  return (head.flat_params, vocab, tables, None if parent is None else parent.params)
 
 
 @dataclasses.dataclass(frozen=True)
