@@ -206,40 +206,42 @@ def test_v5_shows_v4s_scenes_and_reads_them_first():
       assert f"{subject} {n + 1}" not in explained.lower()
       said = set(explained.lower().replace(".", " ").replace(",", " ").replace(":", " ").split())
       template = set(" ".join(V5._EXPLAIN[task]["open"] + V5._EXPLAIN[task]["close"]
-                              + V5._CONNECTIVES + V5._VERBS + V5._ADJECTIVES + V5._DEGREES
+                              + V5._CONNECTIVES + V5._VERBS + V5._ADJECTIVES + ("is",)
                               + (V5._EXPLAIN[task]["subject"], "and")).lower().replace(".", " ")
                      .replace(",", " ").replace(":", " ").split())
       assert said <= template | {str(k) for k in range(1, 7)}, (task, said - template)
 
 
 def test_v5_explanations_fork_at_every_clause():
-  """Openers, closers, connectives, verbs, adjectives and (captions only) degrees are drawn
-  uniformly: over 200 answers each option appears, and the table's row separator is drawn per row."""
+  """Openers, closers, connectives (grounded tasks), verbs (grounded) and adjectives are drawn
+  uniformly: over 200 answers each option appears; the table's row separator is drawn per row. A
+  grounded clause's forks are each followed by a determined token (always two adjectives); a
+  caption clause says two to four, so its forks come in runs."""
   ex = {t: [V5.render(t, "train", i)[2].split(V5.READING_END)[1] for i in range(200)] for t in V5.TASKS}
   for task, spec in V5._EXPLAIN.items():
     for opener in spec["open"] + spec["close"]:
       assert sum(opener in e for e in ex[task]) > 15, (task, opener)
     for con in V5._CONNECTIVES[1:]:
-      assert sum(e.count(con) for e in ex[task]) > 100, (task, con)
-    for word in V5._VERBS + V5._ADJECTIVES:
+      assert (sum(e.count(con) for e in ex[task]) > 100) == (task != "caption"), (task, con)
+    for word in V5._ADJECTIVES:
       assert sum(e.count(f" {word}") for e in ex[task]) > 50, (task, word)
-    has_degree = sum(e.count(f" {d}") for d in V5._DEGREES for e in ex[task])
-    assert (has_degree > 100) == (task == "caption"), (task, has_degree)
+    for word in V5._VERBS:
+      assert (sum(e.count(f" {word}") for e in ex[task]) > 50) == (task != "caption"), (task, word)
   tables = [V5.render("table", "train", i)[2] for i in range(40)]
   assert sum((";" in V5.reading(t)) and ("," in V5.reading(t)) for t in tables) > 20
-  # half the clauses carry a second adjective, never the first one again
-  for task in V5.TASKS:
-    clauses = [c for e in ex[task] for c in e.split(". ")]
-    pairs = [c.split(" and ")[-2:] for c in clauses if " and " in c]
-    assert 0.3 < len(pairs) / len(clauses) < 0.6, task
-    assert all(a.split()[-1] != b.split()[0] for a, b in pairs), task
-  # the caption's reading: each mention in one of four phrasings (first tokens apart), joined at random
-  caps = [V5.reading(V5.render("caption", "train", i)[2]) for i in range(200)]
   import re
-  for form in (r"\ban? \w+ \w+ in cell \d", r"in cell \d an? \w+ \w+", r"cell \d holds an? ", r"\bone \w+ \w+ in cell"):
-    assert sum(bool(re.search(form, c, re.I)) for c in caps) > 30, form
-  for joiner in V5._JOINERS[1:] + V5._LAST:
-    assert sum(joiner in c for c in caps) > 30, joiner
+  for task in V5.TASKS:
+    clauses = [c for e in ex[task] for c in e.split(". ")[1:-1]]         # between opener and closer
+    said = [re.sub(r"^.*? (looks|seems|appears|is) ", "", c).rstrip(".") for c in clauses]
+    lists = [re.split(r", | and ", x) for x in said]
+    counts = {len(x) for x in lists}
+    assert counts == ({2, 3, 4} if task == "caption" else {2}), (task, counts)
+    assert all(len(set(x)) == len(x) and set(x) <= set(V5._ADJECTIVES) for x in lists), task
+  # the caption's reading is v4's, frame and all
+  v4 = suites.get("v4")
+  for i in range(20):
+    s4 = v4.record("caption", "train", i)[0]
+    assert evaluate.score("caption", V5.reading(V5.render("caption", "train", i)[2]), s4)["all_hits"] == len(s4.fields)
 
 
 def test_v5_answer_lengths():
@@ -249,5 +251,5 @@ def test_v5_answer_lengths():
   tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
   for task in V5.TASKS:
     n = [len(tok.encode(V5.render(task, "train", i)[2]).ids) for i in range(60)]
-    assert 88 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 150, (task, min(n), max(n))
+    assert 88 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 160, (task, min(n), max(n))
     assert max(n) + 60 <= V5.TARGET_TRAIN["seq_len"] and max(n) < V5.ANSWER_TOKENS
