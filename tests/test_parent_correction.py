@@ -112,3 +112,25 @@ def test_stored_beside_the_head_and_errors_name_the_file(world, tmp_path):
   pc.save(tmp_path / "h", pc.Correction(other, *pc.init_correction(other)))
   with pytest.raises(ValueError, match="made for a head of width 8"):
     Head.load(tmp_path / "h", target=target)
+
+
+@pytest.mark.parametrize("width", [2, 4])
+def test_widened_correction_gives_the_same_bias(width):
+  """pc.widen: fed the widened pair's tiled embedding and tiled (tied: / width) hidden state, the
+  correction's bias is the small one's."""
+  from flax import nnx
+  from tests import oracle
+  small = fx.lively_target(oracle.CONFIG_B, seed=4)
+  head = fx.lively_head(small, seed=5)
+  corr = random_correction(head.config, 7)
+  wide = pc.widen(corr, width)
+  assert wide.config.hidden_size == width * corr.config.hidden_size
+  rng = np.random.default_rng(1)
+  d = corr.config.hidden_size
+  emb, hid = (jnp.asarray(rng.normal(size=(5, d)), jnp.float32) for _ in range(2))
+  depth, on = jnp.asarray([0, 3, 7, 14, 2]), jnp.asarray([True, False, True, False, False])
+  a = nnx.merge(corr.graphdef, corr.params).bias(emb, hid, depth, on)
+  tile = lambda x: jnp.tile(x, (1, width))   # noqa: E731
+  b = nnx.merge(wide.graphdef, wide.params).bias(tile(emb), tile(hid) / width, depth, on)
+  assert np.abs(np.asarray(a)).max() > 0.5
+  np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-4)

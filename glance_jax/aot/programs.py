@@ -38,7 +38,10 @@ RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4), ("tw
 # (head/draft_vocab.py): compiled on request (--methods glance31v,glance63v).
 VOCAB_RUNS = (("glance31v", "glance-vocab", 31), ("glance63v", "glance-vocab", 63))
 # GLANCE with calibrated node scores (head/tree_calibration.py; compiled on request: --methods glance63c).
-SCORE_RUNS = (("glance63c", "glance-calibrated", 63),)
+# GLANCE with a parent correction (head/parent_correction.py: each node's own children; --methods glance63p,
+# and glance63pv over the draft vocabulary).
+SCORE_RUNS = (("glance63c", "glance-calibrated", 63), ("glance63p", "glance-parent", 63),
+              ("glance63pv", "glance-parent-vocab", 63))
 # Budgets past 63 (compiled on request): on v6e the ridge is ~560 rows a pass, so a 128- or 256-row
 # verify may cost about what one row does there.
 WIDE_RUNS = (("glance127", "glance", 127), ("glance255", "glance", 255))
@@ -181,13 +184,16 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
     policy = policies.Holding(policies.ngram_widths(drafter.num_nodes))
   else:
     cls = block.ChainDrafter if method == "chain" else block.BlockDrafter
-    vocab = min(sizes.draft_vocab, sizes.config.text.vocab_size) if method == "glance-vocab" else 0
+    vocab = (min(sizes.draft_vocab, sizes.config.text.vocab_size)
+             if method in ("glance-vocab", "glance-parent-vocab") else 0)
     calibrated = method == "glance-calibrated"
+    corr = parent_correction(hcfg, sizes, mesh) if method.startswith("glance-parent") else None
     drafter = cls(graphdef=Hashed(hgd), block_size=sizes.block_size, taps=tuple(hcfg.target_layer_ids),
                   mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh, draft_vocab=vocab,
-                  calibrated=calibrated)
-    if vocab:
-      params = (m[4], draft_vocab(sizes, mesh, vocab), None, None)
+                  calibrated=calibrated, correction=None if corr is None else Hashed(corr[0]))
+    if vocab or corr is not None:
+      params = (m[4], draft_vocab(sizes, mesh, vocab) if vocab else None, None,
+                None if corr is None else corr[1])
     if calibrated:   # (spine, off) [L, K] tables, K = the tree's ranks a depth
       k = min(budget, sizes.config.text.vocab_size)
       table = _sds((sizes.block_size - 1, k), jnp.float32, NamedSharding(mesh, P()))
@@ -226,6 +232,13 @@ def draft_vocab(sizes: Sizes, mesh: Mesh, k: int):
   d = sizes.config.text.hidden_size
   sh = dv.shardings(k, d, mesh)
   return dv.DraftVocab(ids=_sds((k,), jnp.int32, sh.ids), rows=_sds((k, d), sizes.dtype, sh.rows))
+
+
+def parent_correction(head_cfg, sizes: Sizes, mesh: Mesh):
+  """An abstract parent correction for the head (width 256, rank 32): (graphdef, params)."""
+  from glance_jax.head import parent_correction as pc
+  gd, state = pc.abstract_correction(pc.CorrectionConfig.for_head(head_cfg), sizes.dtype)
+  return gd, abstract_state(state, mesh)
 
 
 def draft_model(sizes: Sizes, mesh: Mesh):

@@ -27,9 +27,11 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--draft-vocab", type=int, default=None, metavar="K",
                  help="chain / glance: the head drafts over the K most frequent tokens of its training rows "
                       "(token_counts.npz beside --head; head/draft_vocab.py), not the whole vocabulary")
-  p.add_argument("--scores", choices=("marginals", "calibrated"), default="marginals",
-                 help="glance: rank tree prefixes by the product of the head's marginals, or by calibrated "
-                      "node scores (tree_calibration.json beside --head; python -m glance_jax.bench.tree_calibration)")
+  p.add_argument("--scores", choices=("marginals", "calibrated", "parent"), default="marginals",
+                 help="glance: rank tree prefixes by the product of the head's marginals, by calibrated "
+                      "node scores (tree_calibration.json beside --head; python -m glance_jax.bench.tree_calibration), "
+                      "or expand each node's own children under its parent correction (parent_correction.json "
+                      "beside --head; train.py with drafter=parent)")
   p.add_argument("--image", action="append", default=[], help="image path (repeatable, in prompt order)")
   p.add_argument("--prompt", default=None, help="user prompt text")
   p.add_argument("--method", choices=tuple(METHODS), default="glance")
@@ -82,8 +84,8 @@ def run(args) -> dict:
 
   from glance_jax.decode.methods import check_budget
   auto = check_budget(args.budget, args.method, names=("--budget", "--method")) == "auto"
-  if args.scores == "calibrated" and args.method != "glance":
-    raise ValueError(f"--scores calibrated ranks a glance tree's prefixes, not {args.method!r}'s")
+  if args.scores != "marginals" and args.method != "glance":
+    raise ValueError(f"--scores {args.scores} ranks a glance tree's prefixes, not {args.method!r}'s")
   if args.draft_vocab is not None and args.method not in ("chain", "glance"):
     raise ValueError(f"--draft-vocab is the block head's (--method chain / glance), not {args.method!r}'s")
   if args.draft and args.method != "two-model":
@@ -144,6 +146,8 @@ def run(args) -> dict:
     head = head.with_draft_vocab(target, args.draft_vocab)
   if args.scores == "calibrated":
     head = head.with_calibrated_scores()
+  elif args.scores == "parent":
+    head = head.with_parent_correction()
   if args.round_cost == DEVICE and auto:   # measured on this machine at first use, then cached
     from glance_jax.bench.device_cost import device_round_cost
     round_cost = device_round_cost(target, head, inputs, batch=1)

@@ -170,3 +170,19 @@ def load(head_dir: str | os.PathLike, *, dtype=jnp.float32) -> Correction:
 
 def exists(head_dir) -> bool:
   return (pathlib.Path(head_dir) / FILE).exists()
+
+
+def widen(corr: Correction, width: int, *, dtype=jnp.float32) -> Correction:
+  """The correction of a head widened `width` times (head/widen.py): the parent's embedding and the
+  head's hidden state are read tiled (RMSNorm of a tiled vector is the tiled norm, and a 1 / width
+  hidden scale, the tied targets' final norm, cancels in it), so the norms' weights are tiled and the
+  input projections read each copy with weight 1 / width; the MLP, state and bias are unchanged."""
+  from glance_jax.qwen3_vl.widen import _reader, _tile
+  sd = state_tensors(corr.params, np.float32)
+  for key in ("parent_norm.weight", "hidden_norm.weight"):
+    sd[key] = _tile(sd[key], width)
+  for key in ("parent_proj.weight", "hidden_proj.weight"):
+    sd[key] = _reader(sd[key], width)
+  cfg = dataclasses.replace(corr.config, hidden_size=corr.config.hidden_size * width)
+  graphdef, abstract = abstract_correction(cfg, dtype)
+  return Correction(cfg, graphdef, fill_state(abstract, {k: jnp.asarray(v, dtype) for k, v in sd.items()}))

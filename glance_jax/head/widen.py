@@ -57,5 +57,7 @@ def widen_head(head, width: int, *, target):
 
     from glance_jax import sharding as shd
     params = jax.device_put(params, shd.state_shardings(params, target.mesh))
+  from glance_jax.head import parent_correction as pc
+  corr = None if head.correction is None else pc.widen(head.correction, width, dtype=target.dtype)
   return Head(cfg, graphdef, params, token_counts=head.token_counts, calibration=head.calibration,
-              scores=head.scores)
+              scores=head.scores, correction=corr, parent=None if head.parent is None else corr)
