@@ -212,14 +212,10 @@ def packed_hidden(head: BlockHead, embed_w: jax.Array, feats: jax.Array, batch: 
   return h[:, :a * block_size]
 
 
-def chunked_ce(hidden: jax.Array, lm_head_w: jax.Array, labels: jax.Array,
-               chunk: int, pin=_no_pin) -> tuple[jax.Array, jax.Array]:
-  """hidden [B,A,Bk,D], labels [B,A,Bk] -> (CE fp32 [B,A,Bk], argmax == label bool [B,A,Bk]).
-
-  Logits through the frozen lm_head (fp32 accumulation, as `Qwen3VL.logits`) for C blocks at a
-  time under jax.checkpoint: the backward pass recomputes each chunk's [B,C,Bk,V] logits instead
-  of keeping all of them. `pin` keeps each chunk's rows (and its logits' rows) on the batch axes.
-  """
+def map_block_chunks(fn, hidden: jax.Array, labels: jax.Array, chunk: int) -> tuple:
+  """fn(hidden [B,C,Bk,D], labels [B,C,Bk]) -> a tuple of [B,C,Bk] arrays, run over C blocks at a
+  time under jax.checkpoint (the backward recomputes each chunk's [B,C,Bk,V] logits instead of
+  keeping them all) -> the same tuple for all A blocks, [B,A,Bk] each."""
   b, a, bk, d = hidden.shape
   c = max(1, min(chunk, a))
   n = -(-a // c)
@@ -229,10 +225,18 @@ def chunked_ce(hidden: jax.Array, lm_head_w: jax.Array, labels: jax.Array,
     labels = jnp.pad(labels, ((0, 0), (0, pad), (0, 0)))
   h = jnp.moveaxis(hidden.reshape(b, n, c, bk, d), 1, 0)                  # [n, B, C, Bk, D]
   y = jnp.moveaxis(labels.reshape(b, n, c, bk), 1, 0)                     # [n, B, C, Bk]
+  outs = jax.lax.map(jax.checkpoint(lambda xs: fn(*xs)), (h, y))
+  return tuple(jnp.moveaxis(x, 0, 1).reshape(b, n * c, bk)[:, :a] for x in outs)
 
-  @jax.checkpoint
-  def one(xs):
-    hc, yc = xs
+
+def chunked_ce(hidden: jax.Array, lm_head_w: jax.Array, labels: jax.Array,
+               chunk: int, pin=_no_pin) -> tuple[jax.Array, jax.Array]:
+  """hidden [B,A,Bk,D], labels [B,A,Bk] -> (CE fp32 [B,A,Bk], argmax == label bool [B,A,Bk]).
+
+  Logits through the frozen lm_head (fp32 accumulation, as `Qwen3VL.logits`) for C blocks at a
+  time (map_block_chunks). `pin` keeps each chunk's rows (and its logits' rows) on the batch axes.
+  """
+  def one(hc, yc):
     hc = pin(hc, shd.BATCH, None, None, None)
     logits = pin(matmul_t(hc, lm_head_w, out_dtype=jnp.float32),          # [B, C, Bk, V]
                  shd.BATCH, None, None, shd.VOCAB)
@@ -240,9 +244,7 @@ def chunked_ce(hidden: jax.Array, lm_head_w: jax.Array, labels: jax.Array,
     ce = jax.nn.logsumexp(logits, axis=-1) - picked
     return ce, jnp.argmax(logits, axis=-1) == yc
 
-  ce, hit = jax.lax.map(one, (h, y))
-  unchunk = lambda x: jnp.moveaxis(x, 0, 1).reshape(b, n * c, bk)[:, :a]  # noqa: E731
-  return unchunk(ce), unchunk(hit)
+  return map_block_chunks(one, hidden, labels, chunk)
 
 
 def head_loss(head: BlockHead, embed_w: jax.Array, lm_head_w: jax.Array, feats: jax.Array,

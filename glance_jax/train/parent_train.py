@@ -65,20 +65,9 @@ def correction_ce(corr: pc.ParentCorrection, hidden: jax.Array, lm_head_w: jax.A
   """hidden [B, A, Bk, D], labels [B, A, Bk] -> per slot (fp32 / bool [B, A, Bk]): ce (corrected),
   hit, hit_base (the head's argmax), on (the parent is on the head's top-1 path). C blocks at a
   time under jax.checkpoint (the [B, C, Bk, V] logits and bias are recomputed in the backward)."""
-  b, a, bk, d = hidden.shape
-  c = max(1, min(chunk, a))
-  n = -(-a // c)
-  pad = n * c - a
-  if pad:
-    hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0), (0, 0)))
-    labels = jnp.pad(labels, ((0, 0), (0, pad), (0, 0)))
-  h = jnp.moveaxis(hidden.reshape(b, n, c, bk, d), 1, 0)                  # [n, B, C, Bk, D]
-  y = jnp.moveaxis(labels.reshape(b, n, c, bk), 1, 0)                     # [n, B, C, Bk]
-  depth = jnp.maximum(jnp.arange(bk) - 1, 0)                              # slot k's depth index k - 1
+  depth = jnp.maximum(jnp.arange(hidden.shape[2]) - 1, 0)                 # slot k's depth index k - 1
 
-  @jax.checkpoint
-  def one(xs):
-    hc, yc = xs
+  def one(hc, yc):
     hc = pin(hc, shd.BATCH, None, None, None)
     z = pin(matmul_t(hc, lm_head_w, out_dtype=jnp.float32), shd.BATCH, None, None, shd.VOCAB)   # [B,C,Bk,V]
     spine = jax.lax.stop_gradient(jnp.argmax(z, axis=-1))
@@ -88,9 +77,7 @@ def correction_ce(corr: pc.ParentCorrection, hidden: jax.Array, lm_head_w: jax.A
     picked = jnp.take_along_axis(zc, yc[..., None], axis=-1)[..., 0]
     return (jax.nn.logsumexp(zc, axis=-1) - picked, jnp.argmax(zc, axis=-1) == yc, spine == yc, on)
 
-  outs = jax.lax.map(one, (h, y))
-  unchunk = lambda x: jnp.moveaxis(x, 0, 1).reshape(b, n * c, bk)[:, :a]  # noqa: E731
-  ce, hit, hit_base, on = map(unchunk, outs)
+  ce, hit, hit_base, on = objective.map_block_chunks(one, hidden, labels, chunk)
   return dict(ce=ce, hit=hit, hit_base=hit_base, on=on)
 
 
