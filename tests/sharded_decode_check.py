@@ -58,6 +58,18 @@ def main():
     got = generate(sharded, inputs, head=shead, method=m, budget=b, max_new_tokens=12, stop_tokens=())
     assert [list(t) for t in got.tokens] == [list(t) for t in r.tokens], m
     assert [list(t) for t in got.tokens] == [list(a[a >= 0]) for a in ar], m
+  # parent-conditioned trees: the correction's params (vocab rows of `out` on tensor) on the mesh too
+  from glance_jax.head import parent_correction as pc
+  ccfg = pc.CorrectionConfig.for_head(hc, width=32, rank=8)
+  cgd, cparams = pc.abstract_correction(ccfg)
+  corr = pc.Correction(ccfg, cgd, lively(cparams, 11))
+  phead = head.with_parent_correction(corr)
+  pref = generate(single, inputs, head=phead, method="glance", budget=31, max_new_tokens=12, stop_tokens=())
+  scorr = dataclasses.replace(corr, params=jax.device_put(corr.params, shd.state_shardings(corr.params, mesh)))
+  assert len(scorr.params["out"].get_value().sharding.device_set) == 8
+  got = generate(sharded, inputs, head=shead.with_parent_correction(scorr), method="glance", budget=31,
+                 max_new_tokens=12, stop_tokens=())
+  assert [list(t) for t in got.tokens] == [list(t) for t in pref.tokens] == [list(a[a >= 0]) for a in ar], "parent"
   # the rivals: an EAGLE-3 head (its params and draft cache on the mesh) and two-model speculation
   # (a smaller draft Qwen3-VL sharded like the target), the same tokens as on one device and as AR
   from glance_jax.eagle3 import Eagle3Checkpoint, Eagle3Config, init_eagle3, vocab_map_from_counts
