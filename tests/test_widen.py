@@ -87,3 +87,63 @@ def test_bad_factors_and_keys_are_named():
   head = fx.lively_head(small, seed=1)
   with pytest.raises(ValueError, match="no rule for head key 'lm_head.weight'"):
     widen_head_state_dict(head.config, {"lm_head.weight": np.zeros((2, 2))}, 2, tied=False)
+
+
+@pytest.mark.parametrize("layers,with_embed", [(1, False), (2, True)], ids=["midlayer", "midlayers-own-embed"])
+def test_widened_eagle3_head_drafts_and_accepts_what_it_did(layers, with_embed):
+  """The EAGLE-3 rival widened with its target (eagle3/widen.py): the same first-pass draft logits
+  from the widened target's tiled features and embedding, and its dynamic tree decodes the same
+  tokens with the same accepted blocks (the memory regime keeps the rival's acceptance too); its
+  own weights grow ~width times."""
+  from flax import nnx
+
+  from glance_jax.decode.generate import generate
+  from glance_jax.eagle3 import Eagle3Checkpoint, Eagle3Config, init_eagle3, vocab_map_from_counts
+  from glance_jax.eagle3.widen import widen_eagle3, widen_eagle3_state_dict
+  from glance_jax.config import tiny_config
+  cfg = tiny_config(vocab_size=64, layers=3, deepstack=(0,), vision_depth=1)   # a random head's top-K covers it
+  t = cfg.text
+  small = fx.lively_target(cfg, seed=11)
+  hcfg = Eagle3Config(hidden_size=t.hidden_size, intermediate_size=2 * t.hidden_size, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=t.head_dim, vocab_size=t.vocab_size,
+                      draft_vocab_size=t.vocab_size // 2, num_hidden_layers=layers, rope_theta=t.rope_theta,
+                      mrope_section=t.mrope_section, aux_layer_ids=(0, 1, t.num_hidden_layers - 1))
+  graphdef, params = init_eagle3(hcfg, seed=2, with_embed=with_embed)
+  model = nnx.merge(graphdef, params)
+  model.lm_head.weight.set_value(model.lm_head.weight.get_value() * 30.0)   # peaked: deep trees
+  d2t, t2d = vocab_map_from_counts(np.random.default_rng(1).integers(0, 50, t.vocab_size), hcfg.draft_vocab_size)
+  head = Eagle3Checkpoint(hcfg, graphdef, nnx.split(model)[1], jnp.asarray(d2t, jnp.int32), jnp.asarray(t2d))
+  wide = widen.widen_target(small, 2)
+  whead = widen_eagle3(head, 2, target=wide)
+  assert whead.cfg.hidden_size == 2 * hcfg.hidden_size and whead.cfg.num_attention_heads == 4
+
+  rng = np.random.default_rng(0)
+  feats = rng.normal(size=(2, 5, 3, t.hidden_size)).astype(np.float32)
+  ids = jnp.asarray(rng.integers(0, t.vocab_size, (2, 5)))
+  pos = jnp.broadcast_to(jnp.arange(5), (3, 2, 5))
+
+  def first_pass(h, target, f):
+    from glance_jax.eagle3 import causal_mask, init_cache
+    m = nnx.merge(h.graphdef, h.params)
+    embeds = m.embed(ids, jnp.asarray(_flat(target.params)["model.language_model.embed_tokens.weight"]))
+    logits, _, _ = m(m.project(jnp.asarray(f)), embeds, pos, init_cache(h.cfg, 2, 8), jnp.zeros(2, jnp.int32),
+                     causal_mask(jnp.zeros(2, jnp.int32), 5, 8))
+    return np.asarray(logits)
+
+  la = first_pass(head, small, feats.reshape(2, 5, -1))
+  lb = first_pass(whead, wide, np.tile(feats, 2).reshape(2, 5, -1))
+  assert np.abs(la).max() > 1.0
+  np.testing.assert_allclose(lb, la, rtol=1e-5, atol=1e-4)
+
+  b = fx.batch(cfg, seed=5, rows=8, with_images=True)
+  ra = generate(small, b, head=head, method="eagle3", max_new_tokens=24)
+  rb = generate(wide, b, head=whead, method="eagle3", max_new_tokens=24)
+  acc = np.concatenate(ra.accepted)           # a random head accepts at chance (~K / 64 a round)
+  assert (acc > 0).sum() >= 3, np.bincount(acc)
+  for x, y, p, q in zip(ra.tokens, rb.tokens, ra.accepted, rb.accepted):
+    np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(p, q)
+  size = lambda p: sum(v.size for k, v in _flat(p).items() if "layer" in k)  # noqa: E731
+  assert 0.9 * 2 < size(whead.params) / size(head.params) <= 2
+  with pytest.raises(ValueError, match="no rule for EAGLE-3 head key 'extra.weight'"):
+    widen_eagle3_state_dict(hcfg, {"extra.weight": np.zeros(2)}, 2)

@@ -128,8 +128,9 @@ def parser() -> argparse.ArgumentParser:
 
 def _rival_drafts(args, target, methods, regime):
   """The rivals' drafters (runner.Drafts without the block head), loaded for `target` and, in a
-  widened testbed regime, widened with it (the draft model by the same transformation; an EAGLE-3
-  head has no widening yet). A rival without its flag, or a flag without its rival, is an error."""
+  widened testbed regime, widened with it (the draft model by the same transformation here; an
+  EAGLE-3 head once the target is widened, by regimes.widen_eagle3). A rival without its flag, or a
+  flag without its rival, is an error."""
   from glance_jax.bench import runner
   from glance_jax.config import DTYPES
   rivals = {m.method for m in methods if m.method in runner.RIVALS}
@@ -139,9 +140,6 @@ def _rival_drafts(args, target, methods, regime):
       raise ValueError(f"{flag} is for --methods {' / '.join(sorted(users))}, which --methods does not name")
   e3 = draft = None
   if args.eagle3_head and rivals & {"eagle3", "eagle3-chain"}:
-    if regime and regime != "compute":
-      raise ValueError(f"--regime {regime} widens the testbed pair; an EAGLE-3 head has no widening yet "
-                       "(run the eagle3 arms with --regime compute)")
     from glance_jax.eagle3 import load_eagle3
     e3 = load_eagle3(args.eagle3_head, target.config, dtype=target.dtype)
   if args.draft and "two-model" in rivals:
@@ -264,10 +262,12 @@ def run(args) -> dict[str, Any]:
   head = Head.load(head_path, target=target) if head_path else (
       None if args.model else Head.random(target, seed=args.seed, num_layers=2))
   drafts = _rival_drafts(args, target, wanted, regime)
+  e3 = drafts.eagle3
   if regime:
     target, head = regimes.widen_pair(target, head, regime)
+    e3 = None if e3 is None else regimes.widen_eagle3(e3, regime, target=target)
     _say(f"testbed regime: {regimes.LABEL[regime]}")
-  drafts = runner.Drafts(block=head, eagle3=drafts.eagle3, draft=drafts.draft)
+  drafts = runner.Drafts(block=head, eagle3=e3, draft=drafts.draft)
   block_size = head.config.block_size if head is not None else 16
   methods = with_variants(parse_methods(args.methods, args.budgets, depth=block_size - 1), args)
   processor = Processor.from_pretrained(str(target.path))

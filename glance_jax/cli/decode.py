@@ -130,8 +130,6 @@ def run(args) -> dict:
       raise ValueError(f"--method {args.method} needs --head: an EAGLE-3 head directory (midlayer format)")
     from glance_jax.eagle3 import load_eagle3
     head = load_eagle3(args.head, target.config, dtype=target.dtype, mesh=mesh)
-    if args.regime:
-      raise ValueError("--regime widens the testbed's GLANCE pair; it has no EAGLE-3 head to widen")
   elif args.method == "two-model":
     if not args.draft:
       raise ValueError("--method two-model needs --draft: a smaller Qwen3-VL checkpoint directory")
@@ -142,6 +140,8 @@ def run(args) -> dict:
     block_head = args.method in ("chain", "glance")
     target, widened = regimes.widen_pair(target, head if block_head else None, args.regime)
     head = widened if block_head else head
+    if args.method.startswith("eagle3"):   # widened for the widened target (eagle3/widen.py)
+      head = regimes.widen_eagle3(head, args.regime, target=target)
   if args.draft_vocab is not None:   # the rows gathered from the target it drafts for (widened or not)
     head = head.with_draft_vocab(target, args.draft_vocab)
   if args.scores == "calibrated":

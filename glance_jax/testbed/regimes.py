@@ -50,6 +50,15 @@ def widen_pair(target, head, regime: str):
   return wide, (None if head is None else widen_head(head, k, target=wide))
 
 
+def widen_eagle3(head, regime: str, *, target):
+  """An EAGLE-3 head (Eagle3Checkpoint) widened for `target`, the pair's target already in `regime`."""
+  k = WIDTH[check(regime)]
+  if k == 1:
+    return head
+  from glance_jax.eagle3.widen import widen_eagle3 as widen
+  return widen(head, k, target=target)
+
+
 def load(regime: str = DEFAULT, *, dtype=jnp.float32, with_head: bool = True):
   """The shipped testbed's (target, head or None, processor) in `regime`."""
   from glance_jax.head import Head
