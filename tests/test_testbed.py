@@ -197,12 +197,14 @@ def test_build_runs_end_to_end(tmp_path):
   target part quickly."""
   out = tmp_path / "testbed"
   build.main(["--out", str(out), "--workdir", str(tmp_path / "work"), "--heldout", "2", "--train-prompts", "8",
-              "--target-steps", "4", "steps=4", "save_every=2", "regen_batch_size=8"])
+              "--target-steps", "4", "--eagle3", "steps=4", "--eagle3", "save_every=2",
+              "steps=4", "save_every=2", "regen_batch_size=8"])
   assert suites.read_version(out) == suites.DEFAULT
   report = json.loads((out / "eval.json").read_text())
   s = suites.get(suites.DEFAULT)
   assert set(report) == set(s.TASKS) and report["chart"]["n_fields"] == 12
   assert (out / "head" / "config.json").is_file() and (out / "target" / "model.safetensors").is_file()
+  assert (out / "eagle3" / "config.json").is_file() and (out / "eagle3" / "model.safetensors").is_file()
 
 
 # --- the shipped testbed ----------------------------------------------------------------------------

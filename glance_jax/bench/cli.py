@@ -254,6 +254,12 @@ def run(args) -> dict[str, Any]:
   model, head_path, files = default_bench_inputs(args.model, args.head, args.task_files)
   from glance_jax.testbed import paths as testbed_paths
   from glance_jax.testbed import regimes
+  if not args.model and testbed_paths.available():   # the shipped testbed's rivals, where it ships them
+    named = {m.method for m in wanted}
+    if not args.eagle3_head and named & {"eagle3", "eagle3-chain"}:
+      args.eagle3_head = testbed_paths.rival("eagle3")
+    if not args.draft and "two-model" in named:
+      args.draft = testbed_paths.rival("draft")
   regime = regimes.resolve(args.regime, not args.model and testbed_paths.available())
   if args.max_new_tokens is None:
     args.max_new_tokens = testbed_paths.suite().ANSWER_TOKENS if regime else 64

@@ -126,11 +126,13 @@ def run(args) -> dict:
     else:
       head = Head.random(target, seed=0, num_layers=2)
   elif args.method.startswith("eagle3"):
-    if not args.head:
+    eagle3_dir = args.head or (testbed.rival("eagle3") if use_testbed else None)
+    if not eagle3_dir:
       raise ValueError(f"--method {args.method} needs --head: an EAGLE-3 head directory (midlayer format)")
     from glance_jax.eagle3 import load_eagle3
-    head = load_eagle3(args.head, target.config, dtype=target.dtype, mesh=mesh)
+    head = load_eagle3(eagle3_dir, target.config, dtype=target.dtype, mesh=mesh)
   elif args.method == "two-model":
+    args.draft = args.draft or (testbed.rival("draft") if use_testbed else None)
     if not args.draft:
       raise ValueError("--method two-model needs --draft: a smaller Qwen3-VL checkpoint directory")
     head = load_target(args.draft, dtype=DTYPES[args.dtype], mesh=mesh)

@@ -12,6 +12,8 @@ Stages (each resumes or skips what is done):
   head    `train.py --config configs/train_testbed.py suite=<version>`: regenerates the target's
           answers to the train prompts and trains the GLANCE head on them -> <out>/head/ (DFlash
           layout, bf16)
+  eagle3  the EAGLE-3 rival (`train.py --config configs/train_eagle3_testbed.py`): trained on the head
+          stage's regenerated rows -> <out>/eagle3/ (midlayer format)
   draft   the two-model rival's draft (glance_jax/testbed/draft_train.py): the target at half its
           depth, trained on the head's regenerated rows with the suite's DRAFT_TRAIN recipe ->
           <out>/draft/ (HF layout, bf16); a suite without DRAFT_TRAIN skips it
@@ -34,11 +36,12 @@ import shutil
 
 from glance_jax.testbed import paths, stream, suites
 
-STAGES = ("tasks", "target", "head", "draft", "parent", "eval")
+STAGES = ("tasks", "target", "head", "eagle3", "draft", "parent", "eval")
 HELDOUT_PER_TASK = stream.HELDOUT_RESERVED  # held-out prompts shipped per task: all the reserved ones
 TRAIN_PER_TASK = 384      # prompts per task whose target answers train the head
 HEAD_CONFIG = paths.REPO / "configs" / "train_testbed.py"
 PARENT_CONFIG = paths.REPO / "configs" / "train_parent_testbed.py"
+EAGLE3_CONFIG = paths.REPO / "configs" / "train_eagle3_testbed.py"
 
 logger = logging.getLogger(__name__)
 
@@ -118,15 +121,34 @@ def build_parent(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = Bui
   from glance_jax.head import parent_correction as pc
   from glance_jax.train.config import load_config
   from glance_jax.train.driver import train
-  if not (workdir / "head_run" / "regen").is_dir():
-    raise ValueError(f"{workdir / 'head_run' / 'regen'}: no regenerated rows; run the head stage first (`--stages head`)")
+  regen = _regen_rows(workdir)
   tasks = ",".join(str(workdir / "data" / f"{t}_train.jsonl") for t in spec.suite.TASKS)
   cfg = load_config(PARENT_CONFIG, [f"suite={spec.version}", f"target={out / 'target'}", f"task_files={tasks}",
-                                    f"head_init={out / 'head'}", f"regen_dir={workdir / 'head_run' / 'regen'}",
+                                    f"head_init={out / 'head'}", f"regen_dir={regen}",
                                     f"workdir={workdir / 'parent_run'}"])
   export = pathlib.Path(train(cfg)["export"])
   for name in (pc.FILE, pc.WEIGHTS):
     shutil.copy2(export / name, out / "head" / name)
+
+
+def _regen_rows(workdir: pathlib.Path) -> pathlib.Path:
+  regen = workdir / "head_run" / "regen"
+  if not regen.is_dir():
+    raise ValueError(f"{regen}: no regenerated rows; run the head stage first (`--stages head`)")
+  return regen
+
+
+def build_eagle3(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str] = (),
+                 spec: BuildSpec = BuildSpec()) -> pathlib.Path:
+  """The EAGLE-3 rival on the head stage's rows (the same rows, target and seq_len as the GLANCE head),
+  exported in the midlayer format to <out>/eagle3 (fp32 as trained: ~1 MB at the testbed's size)."""
+  from glance_jax.train.config import load_config
+  from glance_jax.train.driver import train
+  tasks = ",".join(str(workdir / "data" / f"{t}_train.jsonl") for t in spec.suite.TASKS)
+  cfg = load_config(EAGLE3_CONFIG, [f"suite={spec.version}", f"target={out / 'target'}", f"task_files={tasks}",
+                                    f"regen_dir={_regen_rows(workdir)}", f"workdir={workdir / 'eagle3_run'}",
+                                    f"export_dir={out / 'eagle3'}", *overrides])
+  return pathlib.Path(train(cfg)["export"])
 
 
 def build_draft(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec()) -> pathlib.Path | None:
@@ -138,7 +160,7 @@ def build_draft(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = Buil
   if recipe is None:
     logger.info("suite %s has no DRAFT_TRAIN: no draft stage", spec.version)
     return None
-  rows = sorted((workdir / "head_run" / "regen").glob("*.jsonl"))
+  rows = sorted(_regen_rows(workdir).glob("*.jsonl"))
   if not rows:
     raise ValueError(f"{workdir / 'head_run' / 'regen'}: no regenerated rows; run the head stage first "
                      f"(`--stages head`)")
@@ -176,6 +198,9 @@ def main(argv=None) -> None:
   ap.add_argument("--heldout", type=int, default=None, help=f"held-out prompts per task (default {HELDOUT_PER_TASK})")
   ap.add_argument("--train-prompts", type=int, default=None,
                   help=f"train prompts per task for the head (default {TRAIN_PER_TASK})")
+  ap.add_argument("--eagle3", dest="eagle3_overrides", action="append", default=[], metavar="KEY=VALUE",
+                  help="an override of configs/train_eagle3_testbed.py for the eagle3 stage (repeatable), "
+                       "e.g. --eagle3 steps=800")
   ap.add_argument("head_overrides", nargs="*", help="key=value overrides of configs/train_testbed.py")
   args = ap.parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -211,6 +236,8 @@ def main(argv=None) -> None:
     build_target(out, workdir, args.target_steps, spec, args.init_target)
   if "head" in stages:
     build_head(out, workdir, args.head_overrides, spec)
+  if "eagle3" in stages:
+    build_eagle3(out, workdir, args.eagle3_overrides, spec)
   if "draft" in stages:
     build_draft(out, workdir, spec)
   if "parent" in stages:

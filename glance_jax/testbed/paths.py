@@ -11,6 +11,8 @@ SHIPPED = REPO / "testbed" if (REPO / "testbed").is_dir() or not _INSTALLED.is_d
 TARGET = SHIPPED / "target"
 HEAD = SHIPPED / "head"
 TASKS = SHIPPED / "tasks"
+EAGLE3 = SHIPPED / "eagle3"      # the EAGLE-3 rival trained on the head's rows (midlayer format), where built
+DRAFT = SHIPPED / "draft"        # the two-model rival's draft model (HF layout), where built
 
 
 def available() -> bool:
@@ -27,3 +29,9 @@ def suite():
 def task_files() -> list[pathlib.Path]:
   """The shipped held-out task files, one per task, grounded first."""
   return [TASKS / f"{t}_heldout.jsonl" for t in suite().TASKS]
+
+
+def rival(kind: str) -> str | None:
+  """The shipped rival's directory ("eagle3" or "draft") when the shipped testbed has one, else None."""
+  path = {"eagle3": EAGLE3, "draft": DRAFT}[kind]
+  return str(path) if (path / "config.json").is_file() else None
