@@ -9,7 +9,9 @@ import pytest
 from glance_jax.data.records import read_task_file
 from glance_jax.testbed import evaluate, paths, probe, stream, suites
 
-S = suites.get(suites.DEFAULT)
+# Scenes, images and readings are v4's in every later version (v5 shows v4's scenes record for record:
+# test_v5_shows_v4s_scenes_and_reads_them_first), so they are tested on v4, whichever version ships.
+S = suites.get("v4")
 INTERFACE = ("VERSION", "TASKS", "GROUNDED", "OPEN", "QUESTIONS", "SIZES", "HELDOUT_RESERVED", "TARGET_TRAIN",
              "STREAM", "record", "draw_record", "reserved_scenes", "render", "train_record", "write_task",
              "record_index", "ANSWER_TOKENS", "reading")
