@@ -230,11 +230,13 @@ def test_defaults_run_the_testbed(bench):
   held-out task files (one per suite task)."""
   from glance_jax.testbed import paths
   report = bench_cli.main(["--methods", "ar", "--max-new-tokens", str(MAX_NEW), "--repeats", "1",
-                           "--limit", "1"])
+                           "--limit", "1", "--regime", "compute"])
   assert validate_report(report) == []
   assert list(report["tasks"]) == list(paths.suite().TASKS)
   assert report["config"]["model"] == str(paths.TARGET) and report["config"]["head"] == str(paths.HEAD)
   assert report["config"]["regime"] == "compute"
+  from glance_jax.testbed import regimes
+  assert regimes.resolve(None, True) == regimes.DEFAULT == "memory"     # what a bare run gets
 
 
 def test_an_unknown_regime_is_an_error(files, monkeypatch, capsys):

@@ -32,17 +32,17 @@ def test_decode_default_runs(tmp_path, capsys):
 
 
 def test_regime_widens_the_testbed_pair(monkeypatch, ckpt):
-  """--regime memory decodes with the widened testbed pair (x2 here; x8 in the regime): the same
-  tokens as the pair as trained; with --model, that pair widened."""
+  """The testbed decodes in its default regime, memory (the widened pair; x2 here, x8 in the regime):
+  the same tokens as the pair as trained (--regime compute); with --model, that pair widened."""
   from glance_jax.testbed import regimes
   monkeypatch.setitem(regimes.WIDTH, "memory", 2)
   seen = []
   real = regimes.widen_pair
   monkeypatch.setattr(regimes, "widen_pair", lambda t, h, r: seen.append(r) or real(t, h, r))
   base = ["--max-new-tokens", "10", "--budget", "15"]
-  small = cli.main(base)
-  wide = cli.main(base + ["--regime", "memory"])
-  assert seen == ["memory"] and wide["tokens"] == small["tokens"] and wide["accepted"] == small["accepted"]
+  small = cli.main(base + ["--regime", "compute"])
+  wide = cli.main(base)                     # the testbed's default regime: memory
+  assert seen == ["compute", "memory"] and wide["tokens"] == small["tokens"] and wide["accepted"] == small["accepted"]
   # with --model the given pair is widened alike (a testbed build not shipped yet)
   base = ["--model", str(ckpt / "model"), "--head", str(ckpt / "head"), "--max-new-tokens", "10", "--budget", "15"]
   assert cli.main(base + ["--regime", "memory"])["tokens"] == cli.main(base)["tokens"] and seen[-1] == "memory"

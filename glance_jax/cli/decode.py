@@ -2,10 +2,11 @@
 text and a one-line summary (new tokens, rounds, tau, ms/token, tokens/s).
 
 With no arguments at all it runs the shipped CPU testbed's demo (glance_jax/testbed/demo.py): a few
-grounded and open held-out prompts decoded with AR and GLANCE (`--regime memory` alone: the same demo
-with the pair widened to a memory-bound size). Without --model, a single-prompt run uses the
-testbed's target and head (and a held-out table image and question unless --image / --prompt are
-given), in --regime if given; if the testbed is absent, a tiny random checkpoint and a random head."""
+grounded and open held-out prompts decoded with AR and GLANCE, in the testbed's default regime, memory
+(the pair widened to a memory-bound size at load; `--regime compute` alone: the same demo with the
+pair as trained). Without --model, a single-prompt run uses the testbed's target and head (and a
+held-out table image and question unless --image / --prompt are given), in that regime or --regime;
+if the testbed is absent, a tiny random checkpoint and a random head."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--mesh", default=None, help="data,fsdp,tensor sizes, e.g. 1,1,8 (default: one device)")
   p.add_argument("--regime", choices=("compute", "memory"), default=None,
                  help="the testbed's cost regime (glance_jax/testbed/regimes.py: memory = the pair widened x8 "
-                      "at load, a memory-bound AR step); alone, `decode.py --regime memory` runs the demo in it")
+                      "at load, a memory-bound AR step, the testbed's default; compute = as trained); alone, "
+                      "`decode.py --regime compute` runs the demo in it")
   p.add_argument("--json", dest="json_out", help="write the result as JSON here")
   return p
 
@@ -102,7 +104,8 @@ def run(args) -> dict:
   mesh = make_mesh([int(x) for x in args.mesh.split(",")]) if args.mesh else None
   use_testbed = args.model is None and testbed.available()
   from glance_jax.testbed import regimes
-  regimes.resolve(args.regime, use_testbed)     # an unknown regime is an error
+  # the testbed's default regime (memory: the pair widened) unless --regime says; other models: as given
+  regime = regimes.resolve(args.regime, use_testbed)
   if use_testbed:
     example = read_task_file(testbed.task_files()[0], on_error="raise")[0]
     path = testbed.TARGET
@@ -136,14 +139,14 @@ def run(args) -> dict:
     if not args.draft:
       raise ValueError("--method two-model needs --draft: a smaller Qwen3-VL checkpoint directory")
     head = load_target(args.draft, dtype=DTYPES[args.dtype], mesh=mesh)
-    if args.regime:   # the draft model is a target too: widened by the same transformation (as the bench does)
-      head, _ = regimes.widen_pair(head, None, args.regime)
-  if args.regime:
+    if regime:   # the draft model is a target too: widened by the same transformation (as the bench does)
+      head, _ = regimes.widen_pair(head, None, regime)
+  if regime:
     block_head = args.method in ("chain", "glance")
-    target, widened = regimes.widen_pair(target, head if block_head else None, args.regime)
+    target, widened = regimes.widen_pair(target, head if block_head else None, regime)
     head = widened if block_head else head
     if args.method.startswith("eagle3"):   # widened for the widened target (eagle3/widen.py)
-      head = regimes.widen_eagle3(head, args.regime, target=target)
+      head = regimes.widen_eagle3(head, regime, target=target)
   if args.draft_vocab is not None:   # the rows gathered from the target it drafts for (widened or not)
     head = head.with_draft_vocab(target, args.draft_vocab)
   if args.scores == "calibrated":

@@ -114,6 +114,10 @@ def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
   from glance_jax.head import save_head
   head = result["head"]
   save_head(dest, head.config, jax.device_get(head.params), dtype=jnp.bfloat16)
+  from glance_jax.head.draft_vocab import COUNTS_FILE
+  counts = pathlib.Path(result["export"]) / COUNTS_FILE   # the rows' token counts: --draft-vocab K reads them
+  if counts.is_file():
+    shutil.copy2(counts, dest / COUNTS_FILE)
 
 
 def build_parent(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec()) -> None:

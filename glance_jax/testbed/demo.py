@@ -27,7 +27,7 @@ def _timed(fn, repeats: int):
 
 
 def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_TASK,
-             max_new_tokens: int | None = None, repeats: int = 3, regime: str | None = None,
+             max_new_tokens: int | None = None, repeats: int = 2, regime: str | None = None,
              print_fn=print) -> list[dict]:
   from glance_jax.data.records import read_task_file
   from glance_jax.decode.generate import generate
@@ -62,5 +62,5 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
       print_fn(f"\n[{task}, {kind}] {rec.prompt}\n{row['answer']}")
       print_fn(f"  tau={row['tau']:.2f}  AR {row['ar_ms_per_token']:.2f} ms/token  GLANCE "
                f"{row['glance_ms_per_token']:.2f} ms/token  speedup {row['speedup']:.2f}x  "
-               f"identical to AR: {row['same_as_ar']}")
+               f"identical to AR: {row['same_as_ar']}  ({regime} regime)")
   return rows

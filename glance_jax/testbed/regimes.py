@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 REGIMES = ("compute", "memory")
-DEFAULT = "compute"
+DEFAULT = "memory"
 WIDTH = {"compute": 1, "memory": 8}
 LABEL = {"compute": "compute-bound CPU (the 3.0M testbed target, in cache)",
          "memory": "memory-bound CPU (the testbed pair widened x8 at load: 403 MB of target weights)"}

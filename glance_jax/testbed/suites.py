@@ -23,7 +23,7 @@ _MODULES = {
     "v5": "glance_jax.testbed.suite_v5",
 }
 VERSIONS = tuple(_MODULES)
-DEFAULT = "v4"          # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
+DEFAULT = "v5"          # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
 MARKER = "suite.json"
 
 
