@@ -320,3 +320,25 @@ def test_decode_py_without_arguments_runs_the_testbed():
   assert [r["task"] for r in rows] == list(paths.suite().TASKS)
   assert all(r["same_as_ar"] for r in rows)
   assert any("speedup" in line for line in lines)
+
+
+def test_shipped_rivals_are_lossless_and_accept(shipped):
+  """The rivals shipped beside the GLANCE head (eagle3/: EAGLE-3 trained on the head's rows; draft/:
+  the two-model draft) load for the shipped target, emit AR's tokens on a held-out prompt of every
+  task, and accept more than one token a round (they were trained on this target's answers)."""
+  from glance_jax.decode.generate import generate
+  from glance_jax.eagle3 import load_eagle3
+  from glance_jax.qwen3_vl.inputs import prepare_inputs
+  from glance_jax.qwen3_vl.target import load_target
+  target, processor, _, records = shipped
+  e3 = load_eagle3(paths.rival("eagle3"), target.config, dtype=target.dtype)
+  draft = load_target(paths.rival("draft"), dtype=target.dtype)
+  for task in paths.suite().TASKS:
+    rec = records[task][1]
+    inputs = prepare_inputs(processor, rec.prompt, list(rec.images))
+    n = paths.suite().ANSWER_TOKENS
+    ar = generate(target, inputs, method="ar", max_new_tokens=n)
+    for method, head in (("eagle3", e3), ("eagle3-chain", e3), ("two-model", draft)):
+      res = generate(target, inputs, head=head, method=method, max_new_tokens=n)
+      np.testing.assert_array_equal(res.tokens[0], ar.tokens[0])
+      assert res.tau > 1.5, (task, method, res.tau)
