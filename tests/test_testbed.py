@@ -316,7 +316,7 @@ def test_glance_is_lossless_on_the_testbed_and_grounded_tasks_accept_more(shippe
 def test_decode_py_without_arguments_runs_the_testbed():
   from glance_jax.testbed.demo import run_demo
   lines = []
-  rows = run_demo(prompts_per_task=1, repeats=1, max_new_tokens=24, print_fn=lines.append)
+  rows = run_demo(prompts_per_task=1, repeats=1, max_new_tokens=24, regime="compute", print_fn=lines.append)
   assert [r["task"] for r in rows] == list(paths.suite().TASKS)
   assert all(r["same_as_ar"] for r in rows)
   assert any("speedup" in line for line in lines)
