@@ -192,3 +192,23 @@ def test_a_loops_ratio_is_per_iteration():
   by = {r["name"]: r["vs_ar"] for r in rows}
   assert by["loop.glance63.b1"]["hbm"] == pytest.approx(1.3) and by["loop.glance63.b1"]["hbm_whole"] == pytest.approx(1.375)
   assert by["round.glance63.b1"]["hbm"] == pytest.approx(4.9 / 3.9) and by["round.glance63.b1"]["flops"] == 3.0
+
+
+DUS = """\
+ENTRY %main (a: bf16[1,2048,2,128], u: bf16[1,16,2,128], s: s32[]) -> bf16[1,2048,2,128] {
+  %a = bf16[1,2048,2,128]{3,1,2,0} parameter(0)
+  %u = bf16[1,16,2,128]{3,1,2,0} parameter(1)
+  %s = s32[] parameter(2)
+  %z = s32[] constant(0)
+  ROOT %d = bf16[1,2048,2,128]{3,1,2,0} dynamic-update-slice(%a, %u, %z, %s, %z, %z)
+}
+"""
+
+
+def test_a_dynamic_update_slice_is_counted_in_place():
+  """A bare dynamic-update-slice (write_rows at batch <= UNROLL_ROWS: a cache row written in the
+  loop) reads and writes its update, not the whole buffer it updates in place."""
+  from glance_jax.aot import hlo
+  t = hlo.Module(DUS, {"kv": {(1, 2048, 2, 128)}}).traffic()
+  upd = 16 * 2 * 128 * 2
+  assert t.write == upd and t.read == upd + 4 * 4        # and its four s32 indices

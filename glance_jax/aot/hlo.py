@@ -208,7 +208,12 @@ class Module:
             self._count(t, "write", dest.bytes, lab, i)
         continue
       read_override, write_override = {}, None
-      if i.op == "fusion":
+      if i.op == "dynamic-update-slice":
+        # in place, as XLA runs it (where the operand's buffer cannot be reused, copy insertion
+        # adds an explicit copy, counted on its own): the update is read and written, not the buffer
+        upd = sum(a.bytes for a in arrays(types.get(i.operands[1], ""))) if len(i.operands) > 1 else 0.0
+        read_override, write_override = {0: 0.0}, upd
+      elif i.op == "fusion":
         m = re.search(r"calls=%([\w.\-]+)", i.attrs)
         if m:
           read_override, write_override = self._fusion_io(m.group(1), i)
