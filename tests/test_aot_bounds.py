@@ -47,6 +47,11 @@ def test_bound_is_the_larger_of_traffic_and_flops_plus_collectives():
   assert lp["hbm_ms"] == pytest.approx(5.0e9 / 819e9 * 1e3) and lp["flops_ms"] == pytest.approx(flops)
   assert lp["ici_ms"] == pytest.approx(6e7 / 200e9 * 1e3) and lp["x_ar"] is None   # no loop.ar.b1 here
   assert rows["round.ar.b8"]["limit"] == "hbm" and "at_tau" not in rows["round.ar.b8"]
+  # the floor at batch 8 reads the weights once and 8 caches: its per-token floor is below batch 1's
+  f1, f8 = rows["round.ar.b1"]["floor_ms"], rows["round.ar.b8"]["floor_ms"]
+  kv = 36 * 2 * 8 * 128 * 1024 * 2 / 4 / 819e9 * 1e3                 # one row's cache, per device
+  assert f8 == pytest.approx(f1 + 7 * kv) and rows["round.ar.b8"]["floor_ms_per_token"] == pytest.approx(f8 / 8)
+  assert rows["round.ar.b8"]["x_floor"] == pytest.approx(rows["round.ar.b8"]["bound_ms"] / f8)
 
 
 def test_the_8b_floor_is_its_text_weights_and_cache_over_bandwidth():
