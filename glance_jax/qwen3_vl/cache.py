@@ -47,7 +47,10 @@ def pin_cache(cache: KVCache, mesh) -> KVCache:
   return cache.replace(k=shd.pin_kv(cache.k, mesh), v=shd.pin_kv(cache.v, mesh))
 
 
-UNROLL_ROWS = 16   # write_rows: one dynamic-update-slice a row up to this batch, a vmapped one above
+# write_rows: a dynamic-update-slice of the whole buffer up to this batch, the vmapped one above. At
+# batch 8 one dynamic-update-slice a row made the TPU compiler copy whole caches again (v5e / v6e at
+# 8B: 1.2 GB of kv writes a glance loop iteration, against AR's 0.37; docs/tpu.md), so batch 1 only.
+UNROLL_ROWS = 1
 
 
 def write_rows(buf: jax.Array, new: jax.Array, start: jax.Array) -> jax.Array:
@@ -55,7 +58,7 @@ def write_rows(buf: jax.Array, new: jax.Array, start: jax.Array) -> jax.Array:
   dynamic_update_slice clamps it).
 
   Up to UNROLL_ROWS rows, one dynamic-update-slice of the whole buffer a row, at (b, start[b], 0,
-  ...): a vmapped dynamic_update_slice lowers to a scatter, and inside the decode loop the TPU
+  ...): at batch 1 a vmapped dynamic_update_slice lowers to a scatter, and inside the decode loop the TPU
   compiler laid the cache out for the scatter ({3,2,1,0}) apart from the loop carry's layout
   ({3,1,2,0}: kv heads before slots, as attention reads it), copying every layer's whole K and V
   between the two around each write: 0.38 GB of kv traffic a glance-63 iteration at 8B on v5e
