@@ -206,8 +206,8 @@ ENTRY %main (a: bf16[1,2048,2,128], u: bf16[1,16,2,128], s: s32[]) -> bf16[1,204
 
 
 def test_a_dynamic_update_slice_is_counted_in_place():
-  """A bare dynamic-update-slice (write_rows at batch <= UNROLL_ROWS: a cache row written in the
-  loop) reads and writes its update, not the whole buffer it updates in place."""
+  """A bare dynamic-update-slice (write_rows at batch 1: a cache row written in the loop) reads
+  and writes its update, not the whole buffer it updates in place."""
   from glance_jax.aot import hlo
   t = hlo.Module(DUS, {"kv": {(1, 2048, 2, 128)}}).traffic()
   upd = 16 * 2 * 128 * 2

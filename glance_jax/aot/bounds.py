@@ -110,7 +110,8 @@ def bounds(report: dict, taus: dict[str, float] | None = None) -> dict:
   meta, chip = report["meta"], chip_of(report["meta"])
   rows = [r for r in report["programs"] if r.get("kind") in ("round", "loop") and "error" not in r]
   rounds = {r["name"]: r for r in rows if r["kind"] == "round"}
-  floor_ms = floor_bytes(meta) / (chip.hbm_gb_s * 1e9) * 1e3
+  floor_ms_at = lambda batch: floor_bytes(meta, batch=batch) / (chip.hbm_gb_s * 1e9) * 1e3  # noqa: E731
+  floor_ms = floor_ms_at(1)
   out = []
   for r in rows:
     kind, method, batch = re.match(r"(round|loop)\.(.+)\.b(\d+)$", r["name"]).groups()
@@ -119,7 +120,7 @@ def bounds(report: dict, taus: dict[str, float] | None = None) -> dict:
     ar_ms = bound_ms(*_per_iteration(ar, rounds), chip)["bound_ms"] if ar else None
     # the floor of one AR step at this batch: a row's bound against it (at batch 8 the weights are
     # read once for 8 tokens, so the floor per token is floor_ms / batch)
-    row_floor = floor_bytes(meta, batch=int(batch)) / (chip.hbm_gb_s * 1e9) * 1e3
+    row_floor = floor_ms_at(int(batch))
     row = {"program": r["name"], "kind": kind, "method": method, "batch": int(batch), **b,
            "x_ar": b["bound_ms"] / ar_ms if ar_ms else None, "floor_ms": row_floor,
            "floor_ms_per_token": row_floor / int(batch), "x_floor": b["bound_ms"] / row_floor}

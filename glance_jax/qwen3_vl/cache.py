@@ -47,31 +47,22 @@ def pin_cache(cache: KVCache, mesh) -> KVCache:
   return cache.replace(k=shd.pin_kv(cache.k, mesh), v=shd.pin_kv(cache.v, mesh))
 
 
-# write_rows: a dynamic-update-slice of the whole buffer up to this batch, the vmapped one above. At
-# batch 8 one dynamic-update-slice a row made the TPU compiler copy whole caches again (v5e / v6e at
-# 8B: 1.2 GB of kv writes a glance loop iteration, against AR's 0.37; docs/tpu.md), so batch 1 only.
-UNROLL_ROWS = 1
-
-
 def write_rows(buf: jax.Array, new: jax.Array, start: jax.Array) -> jax.Array:
   """buf [B, S, ...] <- new [B, T, ...] at per-row offsets start [B] (each clamped as
   dynamic_update_slice clamps it).
 
-  Up to UNROLL_ROWS rows, one dynamic-update-slice of the whole buffer a row, at (b, start[b], 0,
-  ...): at batch 1 a vmapped dynamic_update_slice lowers to a scatter, and inside the decode loop the TPU
-  compiler laid the cache out for the scatter ({3,2,1,0}) apart from the loop carry's layout
-  ({3,1,2,0}: kv heads before slots, as attention reads it), copying every layer's whole K and V
-  between the two around each write: 0.38 GB of kv traffic a glance-63 iteration at 8B on v5e
-  against the round's 0.12 (docs/tpu.md). A dynamic-update-slice updates the carry in place."""
+  At batch 1, one dynamic-update-slice of the whole buffer at (0, start[0], 0, ...): the vmapped
+  form lowers to a scatter, and inside the decode loop the TPU compiler laid the cache out for the
+  scatter ({3,2,1,0}) apart from the loop carry's layout ({3,1,2,0}: kv heads before slots, as
+  attention reads it), copying every layer's whole K and V between the two around each write (0.38
+  GB of kv traffic a glance-63 iteration at 8B on v5e against the round's 0.12); the update is in
+  place. Above batch 1 the vmapped form stays: one dynamic-update-slice a row brought whole-cache
+  copies back at batch 8 (v5e / v6e at 8B: 1.2 GB of kv writes a glance iteration; docs/tpu.md)."""
   new = new.astype(buf.dtype)
-  b = buf.shape[0]
-  if b > UNROLL_ROWS:
-    return jax.vmap(lambda x, n, s: jax.lax.dynamic_update_slice_in_dim(x, n, s, axis=0))(buf, new, start)
-  start = start.astype(jnp.int32)
-  zero = jnp.zeros((), jnp.int32)
-  for i in range(b):
-    buf = jax.lax.dynamic_update_slice(buf, new[i:i + 1], (jnp.int32(i), start[i]) + (zero,) * (buf.ndim - 2))
-  return buf
+  if buf.shape[0] == 1:
+    zero = jnp.zeros((), jnp.int32)
+    return jax.lax.dynamic_update_slice(buf, new, (zero, start[0].astype(jnp.int32)) + (zero,) * (buf.ndim - 2))
+  return jax.vmap(lambda x, n, s: jax.lax.dynamic_update_slice_in_dim(x, n, s, axis=0))(buf, new, start)
 
 
 def attention_mask(length: jax.Array, block_mask: jax.Array, max_length: int) -> jax.Array:
