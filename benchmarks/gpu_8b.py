@@ -12,6 +12,11 @@ of the 36-layer target):
     # rerunning with the same --cache-dir skips most compiles (XLA's persistent cache)
     # short of time: --budgets 15,63 --repeats 2 (fewer programs, fewer repeats)
 
+On the lent H200 (its image's python3: jax 0.11.2 + CUDA 13, flax, pillow, tokenizers, safetensors
+already there; no carried wheels: docs/benchmarking.md "jax 0.11.2"), the one command:
+
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_8b.py --json $OUT/gpu_8b.json --cache-dir /tmp/jax_cache
+
 Smoke test on CPU (what tests/test_round_cost.py runs, well under a minute):
 
     python benchmarks/gpu_8b.py --size tiny --context 64 --image 64 --new-tokens 33 --budgets 1,3 --repeats 1
