@@ -336,3 +336,42 @@ def test_builtin_tables_by_batch():
   assert not one.plain_ar and not two.plain_ar and four.plain_ar and eight.plain_ar
   data = tomllib.loads((Path(policies.__file__).resolve().parents[3] / "pyproject.toml").read_text())
   assert "*.json" in data["tool"]["setuptools"]["package-data"]["glance_jax.decode.policies"]
+
+
+def test_replay_rounds_round_trip_and_a_bad_one_names_the_key(tmp_path):
+  """A table's 'replay' (the head's calibration rounds) reads back as written, on one line; a malformed
+  one is an error naming the file and the key; the built-in batch-1 table carries the testbed head's."""
+  pred = np.array([[[2.5, 3.25, 4.0]], [[1.0, 1.5, 2.0]]])
+  obs = np.array([[[2.0, 3.0, 5.0]], [[-1.0, -1.0, -1.0]]])
+  table = {"schema": policies.COST_SCHEMA, "t_over_ar": {"0": 1.5, "15": 3.0},
+           auto_set.REPLAY_KEY: auto_set.replay_payload(pred, obs, (15, 31, 63))}
+  calibrate.write_table(tmp_path / "t.json", table)
+  text = (tmp_path / "t.json").read_text()
+  assert text.count("\n") < 12 and json.loads(text)["t_over_ar"] == table["t_over_ar"]
+  p, o, w = auto_set.replay_rounds(json.loads(text), "t.json")
+  assert w == (15, 31, 63) and np.array_equal(p, pred) and np.array_equal(o, obs)
+  assert auto_set.replay_rounds({"schema": "x"}, "t.json") is None
+  for bad in ({"widths": [15], "predicted": [[[1.0]]], "observed": [[[1.0, 2.0]]]}, {"widths": [15]},
+              {"widths": [15, 31], "predicted": [[[1.0]]], "observed": [[[1.0]]]}):
+    with pytest.raises(ValueError, match=r"t.json: key 'replay' must hold"):
+      auto_set.replay_rounds({auto_set.REPLAY_KEY: bad}, "t.json")
+  builtin = json.loads(policies.DEFAULT_TABLE.read_text())
+  bp, bo, bw = auto_set.replay_rounds(builtin, str(policies.DEFAULT_TABLE))
+  assert bw == (15, 31, 63) and bp.shape[1] == 1 and len(bp) >= 100 and bo.max() <= 15
+
+
+def test_apply_choice_writes_the_replays_best_set_into_the_table():
+  pred = obs = np.array([[[9.0, 12.0, 14.0]]] * 10)
+  table = {"t_over_ar": {"0": 1.5, "15": 7.0, "31": 8.0, "63": 12.0}}
+  rows = auto_set.apply_choice(table, {"15": {"15": 8.0}, "31": {"31": 9.0}, "15,31": {"15": 8.5, "31": 9.5}},
+                               pred, obs, (15, 31, 63), ())
+  assert table["auto_set"] == [31] and table["t_over_ar"]["31"] == 9.0 and table["auto_sets"] == rows
+  assert table["auto_plain_ar"] is False and rows[0]["vs_ar"] == pytest.approx(13 / 9)
+  # within the margin, the set of fewer widths (no in-sample choice to flatter, no switching)
+  near = {"15": {"15": 8.0}, "31": {"31": 10.5}, "15,31": {"15": 8.3, "31": 10.2}}   # 1.25, 1.24, 1.27
+  rows = auto_set.apply_choice(table, near, pred, obs, (15, 31, 63), (), margin=0.05)
+  assert table["auto_set"] == [15] and rows[0]["auto_set"] == [15] and len(rows) == 3
+  assert max(r["tokens_per_ar_step"] for r in rows) == pytest.approx(13 / 10.2)
+  far = {"15": {"15": 8.0}, "31": {"31": 12.0}, "15,31": {"15": 8.1, "31": 9.0}}      # 1.25, 1.08, 1.44
+  auto_set.apply_choice(table, far, pred, obs, (15, 31, 63), (), margin=0.05)
+  assert table["auto_set"] == [15, 31]

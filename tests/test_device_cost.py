@@ -34,6 +34,12 @@ def test_first_use_measures_then_the_cache_answers(world, tmp_path, monkeypatch)
   assert sorted(map(int, data["ngram_t_over_ar"])) == list(policies.ngram_widths(15))
   assert all(np.isfinite(v) and v > 0 for v in data["t_over_ar"].values()) and data["t_ar_ms"] > 0
   assert data["meta"]["hidden_size"] == target.config.text.hidden_size and data["meta"]["batch"] == 1
+  # the compiled set: the built-in table's calibration rounds (the head's) replayed on these costs,
+  # every candidate set timed in its own loop, the best one written for glance-auto to compile
+  assert data["auto_set"] and set(data["auto_set"]) <= set(policies.auto_widths(15)) - {0}
+  assert data["auto_sets"][0]["auto_set"] == data["auto_set"] and "replayed" in data["meta"]["auto_set_from"]
+  assert data["auto_sets"][0]["tokens_per_ar_step"] == max(r["tokens_per_ar_step"] for r in data["auto_sets"])
+  assert rc.compiled == tuple(data["auto_set"])
   again = dc.device_round_cost(target, head, inputs, budget=15, log=lambda *_: None)
   assert calls == [1] and again.meta["source"].startswith("measured on this device earlier")
   assert again.widths == rc.widths

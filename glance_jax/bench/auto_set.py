@@ -96,3 +96,57 @@ def choose_auto_set(set_costs: dict[str, dict[str, float]], pred, obs, record_wi
     raise ValueError("no compiled sets to choose from")
   rows.sort(key=lambda r: (-r["tokens_per_ar_step"], len(r["auto_set"]), r["auto_set"]))
   return tuple(rows[0]["auto_set"]), rows
+
+
+# --- the calibration rounds stored in a cost table (key 'replay'), for choosing a set elsewhere ---------
+
+REPLAY_KEY = "replay"
+
+
+def replay_payload(pred, obs, record_widths) -> dict:
+  """Calibration rounds as a table's 'replay' value: {"widths": P, "predicted": [n][B][P] raw E[A],
+  "observed": [n][B][P] accepted length (-1 = row done)}. The rounds are the head's (its acceptance),
+  not the device's, so a table timed on another machine (bench/device_cost.py) replays them on its own
+  costs to choose its compiled set."""
+  return {"widths": [int(w) for w in record_widths],
+          "predicted": np.round(np.asarray(pred, np.float64), 4).tolist(),
+          "observed": np.rint(np.asarray(obs, np.float64)).astype(int).tolist()}
+
+
+def replay_rounds(table: dict, path: str) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]] | None:
+  """A table's 'replay' -> (pred [n, B, P], obs [n, B, P], widths), None when it has none; a malformed
+  one is a ValueError naming the file and the key."""
+  r = table.get(REPLAY_KEY)
+  if r is None:
+    return None
+  try:
+    widths = tuple(int(w) for w in r["widths"])
+    pred, obs = np.asarray(r["predicted"], np.float64), np.asarray(r["observed"], np.float64)
+    ok = pred.ndim == 3 and pred.shape == obs.shape and pred.shape[2] == len(widths) and pred.shape[0] > 0
+  except (KeyError, TypeError, ValueError):
+    ok = False
+  if not ok:
+    raise ValueError(f"--round-cost: {path}: key '{REPLAY_KEY}' must hold 'widths' [P] and 'predicted' / "
+                     "'observed' rounds [n][B][P] of equal shape")
+  return pred, obs, widths
+
+
+def apply_choice(table: dict, set_costs: dict, pred, obs, record_widths, width_knots,
+                 margin: float = 0.0) -> list[dict]:
+  """Writes the replay's choice into `table` (auto_set, auto_plain_ar, the chosen set's t_S as its
+  widths' t_over_ar, auto_sets) and returns the report rows, the chosen first. margin: take the set
+  of fewest widths whose replayed tokens per AR step are within this fraction of the best's (a
+  one-width set has no choice for the in-sample calibration to flatter, nor any switching, which the
+  replay does not charge: see bench/device_cost.py)."""
+  _, rows = choose_auto_set(set_costs, pred, obs, record_widths, width_knots)
+  if margin:
+    top = rows[0]["tokens_per_ar_step"]
+    near = [r for r in rows if r["tokens_per_ar_step"] * (1 + margin) >= top]
+    pick = min(near, key=lambda r: (len(r["auto_set"]), -r["tokens_per_ar_step"]))
+    rows = [pick] + [r for r in rows if r is not pick]
+  table["auto_set"] = list(rows[0]["auto_set"])
+  # AR emits one token per row per AR step: a best set below that never pays at this batch
+  table["auto_plain_ar"] = rows[0]["vs_ar"] < 1.0
+  table["t_over_ar"].update(rows[0]["t_over_ar"])       # its widths' cost in its own loop
+  table["auto_sets"] = rows
+  return rows

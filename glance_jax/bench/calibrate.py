@@ -43,7 +43,8 @@ import time
 
 import numpy as np
 
-from glance_jax.bench.auto_set import candidate_sets, choose_auto_set, round_records, set_key
+from glance_jax.bench.auto_set import (REPLAY_KEY, apply_choice, candidate_sets, replay_payload, round_records,
+                                       set_key)
 from glance_jax.analysis.isotonic import apply, pav
 
 
@@ -220,6 +221,15 @@ def fit_per_width(results) -> dict:
   return out
 
 
+def write_table(path, table: dict) -> None:
+  """The table as indented JSON, its 'replay' rounds on one line (some thousand numbers)."""
+  rest = {k: v for k, v in table.items() if k != REPLAY_KEY}
+  text = json.dumps(rest, indent=1)
+  if REPLAY_KEY in table:
+    text = text[:-2] + f',\n "{REPLAY_KEY}": ' + json.dumps(table[REPLAY_KEY], separators=(",", ":")) + "\n}"
+  pathlib.Path(path).write_text(text + "\n")
+
+
 # --- command line ----------------------------------------------------------------------------------
 
 
@@ -269,6 +279,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--per-task", type=int, default=6, help="testbed train prompts per task")
   p.add_argument("--batch", type=int, default=1, help="rows per call: the cost table and the compiled set for "
                  "this batch size (table meta 'batch'; glance-auto picks one width per round for all rows)")
+  p.add_argument("--max-new-tokens", type=int, default=64, help="tokens per calibration call (glance at the "
+                 "widest budget; its rounds are the calibration and the replay)")
   p.add_argument("--reps", type=int, default=2, help="timed repeats per prompt and width (cost)")
   p.add_argument("--heldout", type=int, default=0, help="also report the calibration on N held-out prompts per task")
   p.add_argument("--bench", help="fit the calibration on this bench JSON's records instead of a train run")
@@ -326,8 +338,12 @@ def main(argv=None) -> dict:
     table.pop("whole_round_ms", None)
   if not args.no_calibration:
     results = []
-    pred, obs = pairs_from_bench(args.bench, args.label) if args.bench else collect(target, head, train,
-                                                                                    results=results)
+    pred, obs = pairs_from_bench(args.bench, args.label) if args.bench else collect(
+        target, head, train, max_new_tokens=args.max_new_tokens, results=results)
+    # the rounds themselves, for a table timed on another device to replay (bench/device_cost.py)
+    table.pop(REPLAY_KEY, None)
+    if results:
+      table[REPLAY_KEY] = replay_payload(*round_records(results))
     knots = pav(pred, obs)
     table["calibration"] = {"predicted": list(knots[0]), "observed": list(knots[1]),
                             "source": f"bench {args.bench} {args.label}" if args.bench else
@@ -342,7 +358,7 @@ def main(argv=None) -> dict:
     if args.heldout:
       held = []
       hp, ho = collect(target, head, testbed_prompts("heldout", args.heldout, processor, workdir, args.batch),
-                       results=held)
+                       max_new_tokens=args.max_new_tokens, results=held)
       md.append(decile_markdown(deciles(hp, ho, knots), f"Held-out ({args.heldout} prompts per task, "
                                 f"{hp.size} round-widths): mean |E[A] - A| raw {mean_abs_error(hp, ho):.2f}, "
                                 f"calibrated {mean_abs_error(hp, ho, knots):.2f}"))
@@ -358,12 +374,7 @@ def main(argv=None) -> dict:
     per_width = {int(w): (tuple(k["predicted"]), tuple(k["observed"]))
                  for w, k in table["calibration"].get("per_width", {}).items()}
     width_knots = {w: per_width.get(w, knots) for w in rw}
-    best, rows = choose_auto_set(table.pop("set_t_over_ar"), rounds_pred, rounds_obs, rw, width_knots)
-    table["auto_set"] = list(best)
-    # AR emits one token per row per AR step: a best set below that never pays at this batch
-    table["auto_plain_ar"] = rows[0]["vs_ar"] < 1.0
-    table["t_over_ar"].update(rows[0]["t_over_ar"])       # its widths' cost in its own loop
-    table["auto_sets"] = rows
+    rows = apply_choice(table, table.pop("set_t_over_ar"), rounds_pred, rounds_obs, rw, width_knots)
     md.append("Compiled sets, the policy replayed on the calibration rounds (tokens per AR step, best "
               f"first; batch {args.batch}):\n\n| auto_set | t_S(w) / t_AR | tokens / round | tokens / AR step | "
               "x AR (per row) | share of rounds |\n|---|---|---|---|---|---|\n" + "\n".join(
@@ -372,7 +383,7 @@ def main(argv=None) -> dict:
                   f"{', '.join(f'{w}: {x:.2f}' for w, x in r['share'].items())} |" for r in rows) +
               ("\n\nNo set beats AR at this batch: `auto_plain_ar` (glance-auto runs the AR loop)."
                if table["auto_plain_ar"] else ""))
-  pathlib.Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
+  write_table(args.out, table)
   policies.read_round_cost(args.out)  # what we wrote reads back
   text = "\n\n".join(md)
   print(json.dumps({k: table[k] for k in ("t_over_ar", "ngram_t_over_ar", "fixed_t_over_ar", "loop_ms_per_round")

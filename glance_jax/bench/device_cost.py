@@ -9,9 +9,15 @@ glance-auto 0.86x AR on caption there against glance-15's 0.93x). `--round-cost 
      $GLANCE_JAX_CACHE/round_cost (default ~/.cache/glance_jax/round_cost);
   2. if none, times the real loop on the prompt at hand (bench/calibrate.measure_costs: AR and every
      width glance-auto and ngram may compile, each forced in its own loop, `reps` interleaved runs
-     of `max_new_tokens` tokens), writes the table there (atomically) and uses it.
+     of `max_new_tokens` tokens), then the compiled set: each subset of the widths that could pay
+     timed in its own loop (each of its widths forced in turn; every round of that loop builds the
+     widest tree of the set) and glance-auto's policy replayed on the built-in table's calibration
+     rounds with these costs (bench/auto_set.py); the best set is the table's 'auto_set'. It writes
+     the table there (atomically) and uses it.
 
-The E[A] calibration is the head's, not the device's: it is copied from the built-in table. The
+The E[A] calibration and the replayed rounds are the head's, not the device's: they come from the
+built-in table. Without the compiled set, the policy compiled every width that could pay, built the
+63-node tree every round, and ran 0.85-0.96x glance-15 on the testbed (docs/rounds.md). The
 table's meta records how it was obtained ("source"), which decode.py prints and the bench report
 keeps, so every glance-auto figure says whose costs chose its widths.
 """
@@ -26,6 +32,12 @@ import pathlib
 import time
 
 DEVICE = "device"         # the --round-cost value that asks for this
+# 2: the compiled set chosen by the replay (a version-1 table, without it, is measured again)
+TABLE_VERSION = 2
+# a compiled set of more widths must beat the best set of fewer by more than this in the replay, which
+# over-predicts multi-width sets on the testbed: {15, 31, 63} replayed 1% above {15} and benched 10%
+# below glance-15 (geomean), {15, 31} replayed 6% above and benched 1% below (docs/rounds.md)
+SET_MARGIN = 0.10
 
 
 def cache_dir() -> pathlib.Path:
@@ -40,7 +52,8 @@ def table_key(target, head, *, batch: int, budget: int) -> dict:
   return {"backend": jax.default_backend(), "device": str(jax.devices()[0].device_kind),
           "hidden_size": t.hidden_size, "num_layers": t.num_hidden_layers, "vocab_size": t.vocab_size,
           "dtype": str(getattr(target.dtype, "__name__", target.dtype)), "head_layers": h.num_hidden_layers,
-          "block_size": h.block_size, "batch": int(batch), "budget": int(budget)}
+          "block_size": h.block_size, "batch": int(batch), "budget": int(budget),
+          "table_version": TABLE_VERSION}
 
 
 def table_path(key: dict) -> pathlib.Path:
@@ -71,7 +84,11 @@ def device_round_cost(target, head, inputs, *, batch: int = 1, budget: int = 63,
 
 
 def measure_table(target, head, inputs, key: dict, *, budget: int, reps: int, max_new_tokens: int, log=print) -> dict:
-  """A cost table (policies COST_SCHEMA) timed in the real loop on `inputs`."""
+  """A cost table (policies COST_SCHEMA) timed in the real loop on `inputs`; when the built-in table
+  holds the head's calibration rounds ('replay', bench/calibrate.py), also the compiled set: each
+  subset S of the widths that could pay timed in its own loop (every round of it builds the widest
+  tree of S), the policy replayed on those rounds with these costs, the best S written as 'auto_set'."""
+  from glance_jax.bench import auto_set as aset
   from glance_jax.bench.calibrate import measure_costs
   from glance_jax.bench.runner import Prompt
   from glance_jax.decode import policies
@@ -80,12 +97,28 @@ def measure_table(target, head, inputs, key: dict, *, budget: int, reps: int, ma
                   signature=(tuple(inputs.input_ids.shape),))
   costs = measure_costs(target, head, [prompt], budget=budget, reps=reps, max_new_tokens=max_new_tokens, log=log)
   base = policies.default_round_cost(key["batch"])
-  calib = {"predicted": list(base.calibration[0]), "observed": list(base.calibration[1])} if base.calibration else {}
+  base_json = json.loads(pathlib.Path(base.path).read_text())
+  table = {"schema": policies.COST_SCHEMA, "t_over_ar": costs["t_over_ar"],
+           "ngram_t_over_ar": costs["ngram_t_over_ar"], "t_ar_ms": costs["t_ar_ms"],
+           "calibration": base_json.get("calibration") or {},
+           "meta": {**key, "source": "python -m glance_jax.bench.device_cost (first use)",
+                    "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "reps": reps,
+                    "max_new_tokens": max_new_tokens, "calibration_from": base.path}}
+  replay = aset.replay_rounds(base_json, base.path)
+  if replay is not None and replay[0].shape[1] == key["batch"]:
+    pred, obs, rw = replay
+    single = {int(w): t for w, t in costs["t_over_ar"].items()}
+    allowed = [w for w in policies.auto_widths(budget) if w == 0 or w in rw]
+    paying = policies.paying_widths({w: single[w] for w in allowed}, head.config.block_size - 1)
+    timed = policies.RoundCost(single, base.calibration, per_width=base.per_width)
+    set_costs = measure_costs(target, head, [prompt], budget=budget, reps=reps, max_new_tokens=max_new_tokens,
+                              base=timed, sets=aset.candidate_sets(paying), only_sets=True,
+                              log=log)["set_t_over_ar"]
+    rows = aset.apply_choice(table, set_costs, pred, obs, rw, {w: timed.per_width.get(w, timed.calibration)
+                                                              for w in rw}, margin=SET_MARGIN)
+    table["meta"]["auto_set_from"] = f"{len(pred)} calibration rounds of {base.path} replayed on these costs"
+    log(f"round cost: compiled set {table['auto_set']} ({rows[0]['vs_ar']:.2f}x AR replayed; "
+        + ", ".join(f"{r['auto_set']}: {r['vs_ar']:.2f}" for r in rows[1:]) + ")")
   log(f"round cost: measured on this device in {time.perf_counter() - t0:.0f} s "
-      f"(AR {costs['t_ar_ms']:.2f} ms a round; t(w) / t_AR {costs['t_over_ar']})")
-  return {"schema": policies.COST_SCHEMA, "t_over_ar": costs["t_over_ar"],
-          "ngram_t_over_ar": costs["ngram_t_over_ar"], "t_ar_ms": costs["t_ar_ms"],
-          "calibration": calib,
-          "meta": {**key, "source": "python -m glance_jax.bench.device_cost (first use)",
-                   "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "reps": reps,
-                   "max_new_tokens": max_new_tokens, "calibration_from": base.path}}
+      f"(AR {costs['t_ar_ms']:.2f} ms a round; t(w) / t_AR {table['t_over_ar']})")
+  return table
