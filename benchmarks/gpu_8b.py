@@ -3,8 +3,9 @@
     python benchmarks/gpu_8b.py --json gpu_8b.json [--taus bench.json | --taus 15:3.1,31:3.4,63:3.6]
 
 How to run it on a GPU (one device; the 8B target in bf16 is 17.5 GB and the 5-layer head ~2 GB,
-so any 40 GB+ card fits; planned for ~8 minutes on an H200, most of it compiling ~12 programs
-of the 36-layer target):
+so any 40 GB+ card fits. On an H200 (docs/gpu.md): target and head initialised in 11 s, the 8
+programs of AR + glance-63 compiled in 88 s; the default, 4 budgets and 3 rivals, is sized for one
+10-minute call):
 
     python3 -m venv .venv && . .venv/bin/activate
     pip install -r requirements.txt "jax[cuda12]"          # or jax[tpu] on a TPU VM
@@ -21,9 +22,10 @@ Smoke test on CPU (what tests/test_round_cost.py runs, well under a minute):
 
     python benchmarks/gpu_8b.py --size tiny --context 64 --image 64 --new-tokens 33 --budgets 1,3 --repeats 1
 
-What it does: the target (glance_jax.config.QWEN3_VL_8B) is made by Target.random: its random
-initialiser runs under jit on the device, so the weights are born there (no host copy of 8B
-parameters); the head is Head.random(target, num_layers=5), also initialised on the device. The
+What it does: the target (glance_jax.config.QWEN3_VL_8B) is made by Target.random, leaf by leaf
+on the device (qwen3_vl/leafwise_init.py: one 8B init program took over 9.5 minutes to compile on
+the H200), so the weights are born there (no host copy of 8B parameters); the head is
+Head.random(target, num_layers=5), also initialised on the device. The
 prompt is ~1k tokens (--context 1024): random text around one 448x448 image (196 merged image
 tokens). Then glance_jax.bench.round_split.split_size: each part of a round timed alone (draft, tree,
 verify, walk+commit: each a jitted fori_loop, (T(R) - T(0)) / R) and the whole round through the
@@ -125,12 +127,14 @@ def main(argv=None) -> dict:
         ", ".join(f"N={r['budget']} {'yes' if r.get('same_tokens_as_ar') else 'no'} (tau {r['oracle_tau']:.2f})"
                   for r in rows if r["method"] == "glance"))
   print(rc.NOTES)
-  rival_rows = _rivals(args, cfg, target, head, prompt, dtype)
   report = dict(command=command, device_kind=dev.device_kind, platform=dev.platform, size=args.size,
                 dtype=args.dtype, params_m=res["params_m"], head_layers=res["head_layers"],
                 head_params_m=res["head_params_m"], context=res["context"], image=args.image,
                 ar_ms_per_token=t_ar, rows=rows, best=rc.best_budget(rows), taus=taus, init_seconds=t_init,
-                split=res, rivals=rival_rows)
+                split=res, rivals=None)
+  if args.json:  # the glance table lands before the rivals run: a lease cut short still returns it
+    timing.finish(dict(report), t0, args.json, " (glance rows; rivals next)")
+  report["rivals"] = _rivals(args, cfg, target, head, prompt, dtype)
   return timing.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
 
 

@@ -15,6 +15,7 @@ from glance_jax import sharding as shd
 from glance_jax.head import checkpoint
 from glance_jax.head.config import HeadConfig
 from glance_jax.head.model import BlockHead, abstract_head
+from glance_jax.qwen3_vl import leafwise_init
 
 
 def init_head(cfg: HeadConfig, *, seed: int = 0, dtype=jnp.float32, from_dflash: str | None = None,
@@ -30,6 +31,8 @@ def init_head(cfg: HeadConfig, *, seed: int = 0, dtype=jnp.float32, from_dflash:
   if from_dflash is not None:
     return checkpoint.load_weights_into(cfg, from_dflash, dtype=dtype, mesh=mesh, rules=rules)
   graphdef, abstract = abstract_head(cfg, dtype)
+  if leafwise_init.use_leafwise(abstract):     # an 8B target's head: one program would compile for minutes
+    return graphdef, leafwise_init.random_state(abstract, seed, mesh, rules)
 
   def create():
     return nnx.split(BlockHead(cfg, dtype=dtype, rngs=nnx.Rngs(seed)))[1]

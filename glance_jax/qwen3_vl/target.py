@@ -21,7 +21,7 @@ from jax.sharding import Mesh, NamedSharding
 from glance_jax import sharding as shd
 from glance_jax.config import Qwen3VLConfig
 from glance_jax.io import index_checkpoint, resolve_checkpoint_dir
-from glance_jax.qwen3_vl import engine
+from glance_jax.qwen3_vl import engine, leafwise_init
 from glance_jax.qwen3_vl.cache import KVCache, init_cache
 from glance_jax.qwen3_vl.prompt import Prompt
 from glance_jax.qwen3_vl.vision_meta import vision_meta
@@ -72,8 +72,11 @@ class Target(JitArgs):
   @classmethod
   def random(cls, cfg: Qwen3VLConfig, *, seed: int = 0, dtype=jnp.float32, mesh: Mesh | None = None,
              rules=shd.DEFAULT_RULES) -> "Target":
-    """Random weights, created already sharded when a mesh is given (init under jit)."""
+    """Random weights, created already sharded when a mesh is given (init under jit; leaf by leaf
+    above leafwise_init.LEAFWISE_ABOVE parameters)."""
     graphdef, abstract = abstract_model(cfg, dtype)
+    if leafwise_init.use_leafwise(abstract):   # 8B-sized: one program would compile for minutes
+      return cls(cfg, graphdef, leafwise_init.random_state(abstract, seed, mesh, rules), dtype, mesh)
     if mesh is None:
       params = _cached_random_init(cfg, seed, dtype)()
     else:
