@@ -30,7 +30,7 @@ def test_every_program_compiles_for_v5e(tmp_path):
   # glance15 and glance31 are glance63's program at other static widths (all three compiled by
   # `python -m glance_jax.aot`); chain is the same loop with the chain tree builder
   r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--train-mesh", "1,4,1",
-           "--methods", "ar,ngram,chain,glance63", out=tmp_path)
+           "--methods", "ar,ngram,chain,glance63", "--dump-hlo", out=tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
   rep = json.loads((tmp_path / "report.json").read_text())
   assert rep["meta"]["devices"] == 4 and rep["meta"]["device_kind"] == "TPU v5 lite"
@@ -46,6 +46,15 @@ def test_every_program_compiles_for_v5e(tmp_path):
   # the weights are split 4 ways on the tensor axis: every round holds less than the whole model
   assert rows["round.glance63.b1"]["vs_ar"]["flops"] > rows["round.chain.b1"]["vs_ar"]["flops"] > 1.0
   assert "| round.ar.b1 |" in (tmp_path / "report.md").read_text()
+  # the decode loops' attention is the Pallas kernel (head_dim 128 here, as at 8B), one call a layer;
+  # the prompt's prefill keeps the dense path
+  def kernel_calls(name):
+    text = (tmp_path / "hlo" / f"{name}.txt").read_text()
+    return [line for line in text.splitlines() if "tpu_custom_call" in line and "cache_attention/pallas_call" in line]
+
+  for name in ("loop.ar.b1", "loop.glance63.b1", "round.glance63.b1"):
+    assert len(kernel_calls(name)) >= 4, (name, len(kernel_calls(name)))
+  assert not kernel_calls("prefill.b1")
 
 
 @needs_libtpu

@@ -64,8 +64,9 @@ def sizes_from(args):
   from glance_jax.config import QWEN3_VL_8B, tiny_config
   if args.tiny:
     # 4 kv heads: the caches shard over a 4-way tensor axis as the 8B's 8 do (with 2 they are replicated
-    # across it, and libtpu 0.0.48.1 fails the batched loop's buffer assignment: docs/benchmarking.md)
-    return Sizes(tiny_config(kv_heads=4), dtype=jnp.bfloat16, head_layers=2, prompt_len=64,
+    # across it, and libtpu 0.0.48.1 fails the batched loop's buffer assignment: docs/benchmarking.md);
+    # head_dim 128 (the 8B's): the loops' attention takes the TPU cache-attention kernel, as at 8B
+    return Sizes(tiny_config(kv_heads=4, head_dim=128), dtype=jnp.bfloat16, head_layers=2, prompt_len=64,
                  image_hw=None if args.no_image else (64, 64), max_length=160, max_new_tokens=16, regen_batch=4,
                  regen_max_new=16, train_batch=4, train_seq=64, train_anchors=4, train_patches=16,
                  train_head_group=(args.head_group or None) and 2, draft_vocab=args.draft_vocab)

@@ -28,6 +28,7 @@ from glance_jax import sharding as shd
 from glance_jax.decode.drafter import Drafter, Prefill, Proposal
 from glance_jax.decode.sampling import SamplingConfig, choose, entropy
 from glance_jax.decode.verify import WalkResult, commit_kv, empty_tree, first_nodes, walk
+from glance_jax.qwen3_vl import cache_attention
 from glance_jax.qwen3_vl.cache import KVCache, init_cache, pin_cache, write_rows
 from glance_jax.qwen3_vl.engine import last_rows
 from glance_jax.qwen3_vl.prompt import Prompt
@@ -198,7 +199,8 @@ def decode_rounds(tgd, tparams, drafter: Drafter, dparams, policy, state: LoopSt
   """Every round of the generation in one `lax.while_loop` (nothing returns to the host); the
   policy's `run` gives the loop its structure."""
   loop = Rounds(merge(tgd, tparams), drafter, dparams, policy, cfg, stops)
-  return policy.run(loop, state)
+  with cache_attention.sharded_over(cfg.mesh):   # on TPU: the attention kernel, split as the cache is
+    return policy.run(loop, state)
 
 
 @functools.partial(jax.jit, static_argnames=LOOP_STATIC, donate_argnames=("state",))
@@ -206,4 +208,5 @@ def one_round(tgd, tparams, drafter: Drafter, dparams, policy, state: LoopState,
               cfg: LoopConfig) -> LoopState:
   """A single round as the policy runs it (Fixed / Holding: propose, choose, verify), for
   ahead-of-time compiles and profiles of one round."""
-  return policy.step(Rounds(merge(tgd, tparams), drafter, dparams, policy, cfg, stops), state)
+  with cache_attention.sharded_over(cfg.mesh):
+    return policy.step(Rounds(merge(tgd, tparams), drafter, dparams, policy, cfg, stops), state)

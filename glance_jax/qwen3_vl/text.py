@@ -14,7 +14,7 @@ from flax import nnx
 
 from glance_jax import sharding as shd
 from glance_jax.config import TextConfig
-from glance_jax.qwen3_vl import rope
+from glance_jax.qwen3_vl import cache_attention, rope
 from glance_jax.qwen3_vl.cache import KVCache, write_rows
 from glance_jax.qwen3_vl.layers import Embedding, Linear, RMSNorm
 
@@ -92,7 +92,10 @@ class Attention(nnx.Module):
     outside = (slots < pos[:, None]) | (slots >= pos[:, None] + t)          # [B,S]
     new_mask = jnp.take_along_axis(mask, jnp.broadcast_to((pos[:, None] + jnp.arange(t))[:, None, :], (b, t, t)),
                                    axis=2)                                 # [B,T,T]
-    o = attend(q, (k_cache, k), (v_cache, v), (mask & outside[:, None, :], new_mask))
+    cache_mask = mask & outside[:, None, :]
+    o, k_cache, v_cache = cache_attention.attend_cached(   # on TPU a kernel: the [T,S] scores stay on chip
+        q, k_cache, v_cache, cache_mask, k, v, new_mask,
+        dense=lambda: attend(q, (k_cache, k), (v_cache, v), (cache_mask, new_mask)))
     k_cache, v_cache = write_rows(k_cache, k, start), write_rows(v_cache, v, start)
     return self.o_proj(o.reshape(b, t, -1)), k_cache, v_cache
 
