@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh
 
 from glance_jax import sharding as shd
 
@@ -64,11 +64,12 @@ def random_state(abstract: nnx.State, seed: int, mesh: Mesh | None = None, rules
   """Concrete params shaped like `abstract` (an nnx.State of ShapeDtypeStructs with `axes`), each
   leaf placed on `mesh` by the logical-axis rules when given (born sharded: no unsharded copy)."""
   root = jax.random.key(seed)
+  flat = nnx.to_flat_state(abstract)
+  placed = ([s for _, s in nnx.to_flat_state(shd.state_shardings(abstract, mesh, rules))] if mesh is not None
+            else [None] * len(flat))
   out = []
-  for i, (path, var) in enumerate(nnx.to_flat_state(abstract)):
+  for i, ((path, var), sharding) in enumerate(zip(flat, placed)):
     x = var.get_value()
-    sharding = None if mesh is None else NamedSharding(
-        mesh, shd.logical_to_spec(var.get_metadata().get("axes"), x.shape, mesh, rules))
     draw = _draw(tuple(x.shape), jnp.dtype(x.dtype), leaf_kind(path, x.ndim), sharding)
     out.append((path, var.replace(value=draw(jax.random.fold_in(root, i)))))
   return nnx.from_flat_state(out)
