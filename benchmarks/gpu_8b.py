@@ -133,7 +133,7 @@ def main(argv=None) -> dict:
                 ar_ms_per_token=t_ar, rows=rows, best=rc.best_budget(rows), taus=taus, init_seconds=t_init,
                 split=res, rivals=None)
   if args.json:  # the glance table lands before the rivals run: a lease cut short still returns it
-    timing.finish(dict(report), t0, args.json, " (glance rows; rivals next)")
+    timing.finish(dict(report), t0, args.json, f" to {args.json}; the rivals next", label="glance rows written at")
   report["rivals"] = _rivals(args, cfg, target, head, prompt, dtype)
   return timing.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
 

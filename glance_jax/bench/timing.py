@@ -84,10 +84,11 @@ def command_line(argv, script: str) -> list[str]:
   return [sys.executable] + head + sys.argv[1:]
 
 
-def finish(report: dict, t0: float, json_path: str | None, note: str = "") -> dict:
-  """Stamps the wall time, prints the total and writes the report as JSON (every benchmark's end)."""
+def finish(report: dict, t0: float, json_path: str | None, note: str = "", label: str = "total") -> dict:
+  """Stamps the wall time, prints it and writes the report as JSON (every benchmark's end; a partial
+  report written on the way, as gpu_8b's glance rows before its rivals, passes its own label)."""
   report["seconds"] = time.perf_counter() - t0
-  print(f"\ntotal {report['seconds']:.0f}s{note}")
+  print(f"\n{label} {report['seconds']:.0f}s{note}")
   if json_path:
     with open(json_path, "w") as f:
       json.dump(report, f, indent=2, default=float)
