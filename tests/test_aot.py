@@ -83,15 +83,16 @@ def test_the_draft_vocabulary_round_reads_less(tmp_path):
   rows: at these sizes the compiler reads the 16 KB lm_head shard once for the verify and the head
   alike, so the saving shows only at 8B (K = 32000 of 151936: docs/tpu.md)."""
   r = _run("--topology", "v5e:2x2", "--mesh", "1,1,4", "--programs", "round", "--methods",
-           "glance63,glance63v,glance63c,glance63p,glance63pv", "--draft-vocab", "64", out=tmp_path)
+           "glance63,glance63v,glance63c,glance63p,glance63pv,glance63pa", "--draft-vocab", "64", out=tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
   rows = {p["name"]: p for p in json.loads((tmp_path / "report.json").read_text())["programs"]}
   assert "error" not in rows["round.glance63v.b1"] and rows["round.glance63v.b1"]["fits"], rows["round.glance63v.b1"]
   # calibrated node scores (glance63c): the beam builder over every (slot, rank) pair, still one round
   c = rows["round.glance63c.b1"]
   assert "error" not in c and c["fits"] and c["hbm_traffic"] > 0, c
-  # the parent correction's trees (glance63p, and over the draft vocabulary: glance63pv) compile and fit
-  for name in ("round.glance63p.b1", "round.glance63pv.b1"):
+  # the parent correction's trees (glance63p, over the draft vocabulary glance63pv, reading the path
+  # glance63pa) compile and fit
+  for name in ("round.glance63p.b1", "round.glance63pv.b1", "round.glance63pa.b1"):
     assert "error" not in rows[name] and rows[name]["fits"] and rows[name]["hbm_traffic"] > 0, rows[name]
   extra = 64 * 64 * 2 // 4 + 64 * 4          # the rows' shard (bf16, vocab on 4 devices) and the ids
   assert rows["round.glance63v.b1"]["hbm_traffic"] <= rows["round.glance63.b1"]["hbm_traffic"] + extra + 512

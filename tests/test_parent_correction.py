@@ -17,8 +17,8 @@ from glance_jax.testing.random_weights import lively
 from tests import decode_fixtures as fx
 
 
-def random_correction(head_cfg, seed: int = 0, zero_out: bool = False) -> pc.Correction:
-  cfg = pc.CorrectionConfig.for_head(head_cfg, width=32, rank=8)
+def random_correction(head_cfg, seed: int = 0, zero_out: bool = False, path: bool = False) -> pc.Correction:
+  cfg = pc.CorrectionConfig.for_head(head_cfg, width=32, rank=8, path=path)
   graphdef, params = pc.abstract_correction(cfg)
   params = lively(params, seed)
   if zero_out:
@@ -31,10 +31,11 @@ def world():
   return fx.sixty_prompts()
 
 
-def test_parent_trees_are_lossless_on_sixty_prompts(world):
+@pytest.mark.parametrize("path", [False, True])
+def test_parent_trees_are_lossless_on_sixty_prompts(world, path):
   target, head, batches = world
-  corrected = head.with_parent_correction(random_correction(head.config, 1))
-  for i, b in enumerate(batches):
+  corrected = head.with_parent_correction(random_correction(head.config, 1, path=path))
+  for i, b in enumerate(batches if not path else batches[:3]):
     ref = target.generate_greedy(b, 29, stop_tokens=())[0]
     for n in ((15, 63) if i < 2 else (31,)):
       res = generate(target, b, head=corrected, method="glance", budget=n, max_new_tokens=29, stop_tokens=())
@@ -69,13 +70,26 @@ def _trees(target, head, corr, lq_seed=0, n=15):
   return a, c
 
 
-def test_zero_correction_is_the_product_of_marginals_and_a_trained_one_changes_the_tree(world):
+@pytest.mark.parametrize("path", [False, True])
+def test_zero_correction_is_the_product_of_marginals_and_a_trained_one_changes_the_tree(world, path):
   target, head, _ = world
-  a, z = _trees(target, head, random_correction(head.config, 4, zero_out=True))
+  a, z = _trees(target, head, random_correction(head.config, 4, zero_out=True, path=path))
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(z)):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-  a, c = _trees(target, head, random_correction(head.config, 4))
+  a, c = _trees(target, head, random_correction(head.config, 4, path=path))
   assert not np.array_equal(np.asarray(a.tokens), np.asarray(c.tokens))
+
+
+def test_the_path_changes_the_tree_where_the_parent_alone_does_not(world):
+  """The same correction with and without its path term (path_proj zeroed): different trees, so the
+  bag the builder carries reaches the bias."""
+  target, head, _ = world
+  with_path = random_correction(head.config, 8, path=True)
+  params = jax.tree.map(lambda x: x, with_path.params)
+  params["path_proj"]["weight"].set_value(jnp.zeros_like(params["path_proj"]["weight"].get_value()))
+  _, c = _trees(target, head, with_path)
+  _, c0 = _trees(target, head, pc.Correction(with_path.config, with_path.graphdef, params))
+  assert not np.array_equal(np.asarray(c.tokens), np.asarray(c0.tokens))
 
 
 def test_samples_like_ar_at_temperature_one():
@@ -112,25 +126,32 @@ def test_stored_beside_the_head_and_errors_name_the_file(world, tmp_path):
   pc.save(tmp_path / "h", pc.Correction(other, *pc.init_correction(other)))
   with pytest.raises(ValueError, match="made for a head of width 8"):
     Head.load(tmp_path / "h", target=target)
+  pathed = random_correction(head.config, 9, path=True)
+  pc.save(tmp_path / "h", pathed)
+  loaded = Head.load(tmp_path / "h", target=target).correction
+  assert loaded.config.path and loaded.config == pathed.config
+  np.testing.assert_array_equal(np.asarray(loaded.params["path_proj"]["weight"].get_value()),
+                                np.asarray(pathed.params["path_proj"]["weight"].get_value()))
 
 
-@pytest.mark.parametrize("width", [2, 4])
-def test_widened_correction_gives_the_same_bias(width):
+@pytest.mark.parametrize("width,path", [(2, False), (4, False), (4, True)])
+def test_widened_correction_gives_the_same_bias(width, path):
   """pc.widen: fed the widened pair's tiled embedding and tiled (tied: / width) hidden state, the
   correction's bias is the small one's."""
   from flax import nnx
   from tests import oracle
   small = fx.lively_target(oracle.CONFIG_B, seed=4)
   head = fx.lively_head(small, seed=5)
-  corr = random_correction(head.config, 7)
+  corr = random_correction(head.config, 7, path=path)
   wide = pc.widen(corr, width)
   assert wide.config.hidden_size == width * corr.config.hidden_size
   rng = np.random.default_rng(1)
   d = corr.config.hidden_size
-  emb, hid = (jnp.asarray(rng.normal(size=(5, d)), jnp.float32) for _ in range(2))
+  emb, hid, bag = (jnp.asarray(rng.normal(size=(5, d)), jnp.float32) for _ in range(3))
   depth, on = jnp.asarray([0, 3, 7, 14, 2]), jnp.asarray([True, False, True, False, False])
-  a = nnx.merge(corr.graphdef, corr.params).bias(emb, hid, depth, on)
-  tile = lambda x: jnp.tile(x, (1, width))   # noqa: E731
-  b = nnx.merge(wide.graphdef, wide.params).bias(tile(emb), tile(hid) / width, depth, on)
+  bag = bag if path else None
+  a = nnx.merge(corr.graphdef, corr.params).bias(emb, hid, depth, on, path_emb=bag)
+  tile = lambda x: None if x is None else jnp.tile(x, (1, width))   # noqa: E731
+  b = nnx.merge(wide.graphdef, wide.params).bias(tile(emb), tile(hid) / width, depth, on, path_emb=tile(bag))
   assert np.abs(np.asarray(a)).max() > 0.5
   np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-4)

@@ -75,6 +75,37 @@ def test_rerun_resumes_and_joint_trains_the_head(trained):
   assert any(not np.array_equal(a[k], b[k]) for k in a)                         # the head trained
 
 
+def test_path_bags_sum_each_slots_strict_ancestors_above_its_parent():
+  import jax.numpy as jnp
+  from glance_jax.train.parent_train import path_bags
+  emb = jnp.arange(2 * 5 * 3, dtype=jnp.float32).reshape(2, 5, 3)        # [rows, Bk, D]
+  bags = np.asarray(path_bags(emb))
+  e = np.asarray(emb)
+  for k in range(5):
+    want = e[:, : max(k - 1, 0)].sum(1)                                  # slots 0..k-2
+    np.testing.assert_array_equal(bags[:, k], want)
+
+
+def test_a_path_reading_correction_trains_and_decodes_losslessly(trained):
+  """parent_path=true: the loss falls, the export says path, and its trees are lossless."""
+  import jax.numpy as jnp
+  from glance_jax.bench.engine import generate
+  from glance_jax.head import Head
+  from tests import decode_fixtures as fx
+  root, _, _, target = trained
+  out = cli.main(["--no-progress", "--config", str(CONFIG), f"root={root}", f"workdir={root / 'p'}", *COMMON,
+                  "parent_path=true"])
+  m = [json.loads(l) for l in (root / "p" / "metrics.jsonl").read_text().splitlines()]
+  assert np.mean([x["loss"] for x in m[-3:]]) < 0.9 * m[0]["loss"]
+  head = Head.load(out["export"], target=target, dtype=jnp.float32)
+  assert head.correction.config.path
+  b = fx.batch(target.config, seed=2, rows=4, with_images=True)
+  ref = target.generate_greedy(b, 24, stop_tokens=())[0]
+  res = generate(target, b, head=head.with_parent_correction(), method="glance", budget=15, max_new_tokens=24,
+                 stop_tokens=())
+  assert [list(t) for t in res.tokens] == [list(r[r >= 0]) for r in ref]
+
+
 def test_frozen_without_a_head_is_an_error(tmp_path):
   from glance_jax.train.config import load_config
   with pytest.raises(ValueError, match="set head_init=DIR"):

@@ -91,3 +91,38 @@ def test_parent_free_children_give_the_product_of_marginals_tree():
   assert set(_paths(t)) == set(_paths(ref))
   np.testing.assert_allclose(np.asarray(t.scores), np.asarray(ref.scores), rtol=1e-6)
   np.testing.assert_array_equal(np.asarray(t.ancestor_mask), np.asarray(ref.ancestor_mask))
+
+
+@pytest.mark.parametrize("seed,n", [(6, 12), (7, 30)])
+def test_exact_top_n_when_children_read_the_path(seed, n):
+  """With path_embed each parent also sees the bag of its strict ancestors (one-hot here, so the bag
+  counts each token on the path above the parent, root included): brute force over every prefix."""
+  depth, vocab, root = 3, 4, 1
+  lp, spine = _table(seed, depth, vocab)
+  mix = np.random.default_rng(seed + 100).normal(size=(vocab, vocab)).astype(np.float32) * 2.0
+
+  def child_lp(d, parent, on, bag):                                       # numpy, one parent
+    z = lp[d, parent, 0 if on else 1] + bag @ mix
+    return z - np.log(np.exp(z - z.max()).sum()) - z.max()
+
+  scored = []
+  for d in range(1, depth + 1):
+    for path in itertools.product(range(vocab), repeat=d):
+      s, parent, on, bag = 0.0, root, True, np.zeros(vocab, np.float32)
+      for j, c in enumerate(path):
+        s += float(child_lp(j, parent, on, bag)[c])
+        bag = bag + np.eye(vocab, dtype=np.float32)[parent]
+        on = on and c == spine[j]
+        parent = c
+      scored.append((s, path))
+  scored.sort(key=lambda x: -x[0])
+  want = scored[:n]
+
+  table, w = jnp.asarray(lp), jnp.asarray(mix)
+  emb = lambda d, toks: jax.nn.one_hot(toks, vocab, dtype=jnp.float32)   # noqa: E731 [N, V]
+  fn = lambda d, toks, on, bag: jax.nn.log_softmax(table[d, toks, jnp.where(on, 0, 1)] + bag @ w, -1)  # noqa: E731
+  t = jax.jit(lambda: build_tree_conditioned(fn, jnp.asarray(spine), jnp.int32(root), n, path_embed=emb))()
+  got = _paths(t)
+  assert set(got) == {p for _, p in want}
+  scores = np.asarray(t.scores)[np.asarray(t.valid)]
+  np.testing.assert_allclose(sorted(scores, reverse=True), [s for s, _ in want], rtol=1e-5, atol=1e-5)

@@ -39,9 +39,9 @@ RIVAL_RUNS = (("eagle3", "eagle3", 32), ("eagle3chain", "eagle3-chain", 4), ("tw
 VOCAB_RUNS = (("glance31v", "glance-vocab", 31), ("glance63v", "glance-vocab", 63))
 # GLANCE with calibrated node scores (head/tree_calibration.py; compiled on request: --methods glance63c).
 # GLANCE with a parent correction (head/parent_correction.py: each node's own children; --methods glance63p,
-# and glance63pv over the draft vocabulary).
+# glance63pv over the draft vocabulary, glance63pa reading the path's bag too).
 SCORE_RUNS = (("glance63c", "glance-calibrated", 63), ("glance63p", "glance-parent", 63),
-              ("glance63pv", "glance-parent-vocab", 63))
+              ("glance63pv", "glance-parent-vocab", 63), ("glance63pa", "glance-parent-path", 63))
 # Budgets past 63 (compiled on request): on v6e the ridge is ~560 rows a pass, so a 128- or 256-row
 # verify may cost about what one row does there.
 WIDE_RUNS = (("glance127", "glance", 127), ("glance255", "glance", 255))
@@ -187,7 +187,8 @@ def loop_config(sizes: Sizes, method: str, budget: int, m, mesh: Mesh | None = N
     vocab = (min(sizes.draft_vocab, sizes.config.text.vocab_size)
              if method in ("glance-vocab", "glance-parent-vocab") else 0)
     calibrated = method == "glance-calibrated"
-    corr = parent_correction(hcfg, sizes, mesh) if method.startswith("glance-parent") else None
+    corr = (parent_correction(hcfg, sizes, mesh, path=method == "glance-parent-path")
+            if method.startswith("glance-parent") else None)
     drafter = cls(graphdef=Hashed(hgd), block_size=sizes.block_size, taps=tuple(hcfg.target_layer_ids),
                   mask_token_id=hcfg.mask_token_id, budget=budget, mesh=mesh, draft_vocab=vocab,
                   calibrated=calibrated, correction=None if corr is None else Hashed(corr[0]))
@@ -234,10 +235,11 @@ def draft_vocab(sizes: Sizes, mesh: Mesh, k: int):
   return dv.DraftVocab(ids=_sds((k,), jnp.int32, sh.ids), rows=_sds((k, d), sizes.dtype, sh.rows))
 
 
-def parent_correction(head_cfg, sizes: Sizes, mesh: Mesh):
-  """An abstract parent correction for the head (width 256, rank 32): (graphdef, params)."""
+def parent_correction(head_cfg, sizes: Sizes, mesh: Mesh, path: bool = False):
+  """An abstract parent correction for the head (width 256, rank 32; `path`: reading the ancestors'
+  bag too): (graphdef, params)."""
   from glance_jax.head import parent_correction as pc
-  gd, state = pc.abstract_correction(pc.CorrectionConfig.for_head(head_cfg), sizes.dtype)
+  gd, state = pc.abstract_correction(pc.CorrectionConfig.for_head(head_cfg, path=path), sizes.dtype)
   return gd, abstract_state(state, mesh)
 
 

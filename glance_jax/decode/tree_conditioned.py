@@ -17,6 +17,11 @@ under its parent is outranked by its r elder siblings and its d - 1 ancestors, s
 k = min(N, V) covers. The final selection is tree.select_tree's, so the result has the same order
 and the same prefix property (the first n nodes are the top-n tree for every n).
 
+With `path_embed`, each beam slot also carries the summed embeddings of its node's strict ancestors
+(the bag a path-reading correction asks for: [N, P], zero at the root) and passes it to
+child_log_probs; a child's bag is its parent's plus the parent's own embedding. The path score is
+still a sum of per-edge log-probabilities, so the argument above holds unchanged.
+
 Cost a round: L calls of child_log_probs on N parents (the correction's N x V bias and a top-k over
 each of its N rows), then N x k candidates a depth. Letters: N nodes, L depth, V vocab, k ranks.
 """
@@ -32,7 +37,7 @@ from glance_jax.decode.tree import Tree, rank_key, select_tree
 
 
 def build_tree_conditioned(child_log_probs: Callable, spine: jax.Array, root: jax.Array, num_nodes: int,
-                           top_k: int | None = None) -> Tree:
+                           top_k: int | None = None, path_embed: Callable | None = None) -> Tree:
   """The exact top-`num_nodes` tree under per-node child distributions.
 
   Args:
@@ -44,6 +49,9 @@ def build_tree_conditioned(child_log_probs: Callable, spine: jax.Array, root: ja
     root: int32 [], the root's token (the parent of depth 1).
     num_nodes: N, static.
     top_k: children kept per parent, static; default min(N, V), which is exact.
+    path_embed: optional (d, parent_tokens int32 [N]) -> float [N, P], the embedding of each
+      parent's token at depth d (as child_log_probs reads it); then child_log_probs takes a fourth
+      argument, the bag [N, P] of each parent's strict ancestors' embeddings.
 
   Returns:
     A `Tree` of N nodes, best first.
@@ -53,12 +61,19 @@ def build_tree_conditioned(child_log_probs: Callable, spine: jax.Array, root: ja
   if n < 1:
     raise ValueError(f"num_nodes must be >= 1, got {num_nodes}")
   slot0 = jnp.arange(n) == 0
-  init = (jnp.where(slot0, 0.0, -jnp.inf).astype(jnp.float32), slot0,
-          jnp.broadcast_to(jnp.asarray(root, jnp.int32), (n,)), slot0)
+  root_tok = jnp.broadcast_to(jnp.asarray(root, jnp.int32), (n,))
+  bag0 = None
+  if path_embed is not None:
+    shape = jax.eval_shape(path_embed, jnp.int32(0), root_tok)             # [N, P]
+    bag0 = jnp.zeros(shape.shape, shape.dtype)
+  init = (jnp.where(slot0, 0.0, -jnp.inf).astype(jnp.float32), slot0, root_tok, slot0, bag0)
 
   def extend(carry, d):
-    score, real, tok, on = carry                                            # [N] each
-    lp = child_log_probs(d, tok, on).astype(jnp.float32)                    # [N, V]
+    score, real, tok, on, bag = carry                                       # [N] each, bag [N, P]
+    if path_embed is None:
+      lp = child_log_probs(d, tok, on).astype(jnp.float32)                  # [N, V]
+    else:
+      lp = child_log_probs(d, tok, on, bag).astype(jnp.float32)
     k = min(n, lp.shape[-1]) if top_k is None else int(top_k)
     top_lp, top_id = jax.lax.top_k(lp, k)                                   # [N, k], parent-major below
     cand = (score[:, None] + top_lp).reshape(-1)                            # [N*k]
@@ -66,7 +81,8 @@ def build_tree_conditioned(child_log_probs: Callable, spine: jax.Array, root: ja
     _, idx = jax.lax.top_k(rank_key(cand, cand_real), n)                    # [N]
     slot = (idx // k).astype(jnp.int32)
     new_tok = top_id.reshape(-1)[idx].astype(jnp.int32)
-    beam = (cand[idx], cand_real[idx], new_tok, on[slot] & (new_tok == spine[d]))
+    new_bag = None if bag is None else (bag + path_embed(d, tok).astype(bag.dtype))[slot]
+    beam = (cand[idx], cand_real[idx], new_tok, on[slot] & (new_tok == spine[d]), new_bag)
     return beam, (beam[0], beam[1], new_tok, slot)
 
   _, beams = jax.lax.scan(extend, init, jnp.arange(depth_l, dtype=jnp.int32))   # each [L, N]

@@ -120,16 +120,21 @@ def build_head(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str],
     shutil.copy2(counts, dest / COUNTS_FILE)
 
 
-def build_parent(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec()) -> None:
-  """The head's parent correction, trained with the head frozen on the head stage's rows, copied beside it."""
+def build_parent(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec(),
+                 overrides: list[str] = ()) -> None:
+  """The head's parent correction, trained with the head frozen on the head stage's rows, copied beside it.
+  Where those rows are gone (a fresh machine, a shipped head), the run regenerates them in their place
+  with the head's own recipe (the parent config is the head's plus its own keys)."""
   from glance_jax.head import parent_correction as pc
   from glance_jax.train.config import load_config
   from glance_jax.train.driver import train
-  regen = _regen_rows(workdir)
+  regen = workdir / "head_run" / "regen"
+  if not regen.is_dir():
+    logger.info("%s: no regenerated rows; the parent run regenerates them with the head's recipe", regen)
   tasks = ",".join(str(workdir / "data" / f"{t}_train.jsonl") for t in spec.suite.TASKS)
   cfg = load_config(PARENT_CONFIG, [f"suite={spec.version}", f"target={out / 'target'}", f"task_files={tasks}",
                                     f"head_init={out / 'head'}", f"regen_dir={regen}",
-                                    f"workdir={workdir / 'parent_run'}"])
+                                    f"workdir={workdir / 'parent_run'}", *overrides])
   export = pathlib.Path(train(cfg)["export"])
   for name in (pc.FILE, pc.WEIGHTS):
     shutil.copy2(export / name, out / "head" / name)
@@ -205,6 +210,9 @@ def main(argv=None) -> None:
   ap.add_argument("--eagle3", dest="eagle3_overrides", action="append", default=[], metavar="KEY=VALUE",
                   help="an override of configs/train_eagle3_testbed.py for the eagle3 stage (repeatable), "
                        "e.g. --eagle3 steps=800")
+  ap.add_argument("--parent", dest="parent_overrides", action="append", default=[], metavar="KEY=VALUE",
+                  help="an override of configs/train_parent_testbed.py for the parent stage (repeatable), "
+                       "e.g. --parent parent_path=true")
   ap.add_argument("head_overrides", nargs="*", help="key=value overrides of configs/train_testbed.py")
   args = ap.parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -245,7 +253,7 @@ def main(argv=None) -> None:
   if "draft" in stages:
     build_draft(out, workdir, spec)
   if "parent" in stages:
-    build_parent(out, workdir, spec)
+    build_parent(out, workdir, spec, args.parent_overrides)
   if "eval" in stages:
     print(json.dumps(build_eval(out, spec), indent=2))
 

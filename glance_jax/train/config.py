@@ -55,6 +55,7 @@ class TrainConfig:
   parent_joint: bool = False               # train the head with it (else head_init is frozen)
   parent_width: int = 256                  # m: the transition MLP's width
   parent_rank: int = 32                    # r: the logit bias's rank
+  parent_path: bool = False                # also read the bag of the parent's ancestors (head/parent_correction.py)
   # --- objective (SpecForge DFlash recipe)
   num_anchors: int = 512                   # blocks per sequence, fresh random anchors each step
   gamma: float | None = None               # loss decay; None = 7 for B = 16 (SpecForge)

@@ -8,8 +8,8 @@ orbax checkpoints and metrics as the block head); this module is what differs.
   differentiated; only the correction is trained. One step: the target's features, the head's
   packed pass over the step's random anchors (objective.packed_hidden, as the head trained), then
   per block slot k >= 1 the corrected logits z_k + b_k(parent = the true token at k - 1, on = the
-  true tokens 1..k-1 are the head's argmax there) and their cross-entropy at the true token k, with
-  the head's decay weights. Teacher forcing on the true parent is what decoding needs: a node whose
+  true tokens 1..k-1 are the head's argmax there, and with `parent_path` the bag of the true tokens
+  0..k-2) and their cross-entropy at the true token k, with the head's decay weights. Teacher forcing on the true parent is what decoding needs: a node whose
   parent is accepted asks for its children given that parent.
 - Joint (`parent_joint=true`): the head's own loss plus the correction's, both trained (head_init
   optional).
@@ -60,6 +60,15 @@ def parent_inputs(labels: jax.Array, spine: jax.Array) -> tuple[jax.Array, jax.A
   return parent, on
 
 
+def path_bags(emb: jax.Array) -> jax.Array:
+  """emb [..., Bk, D] (the true tokens' embeddings, slot 0 the root) -> [..., Bk, D]: slot k's bag of
+  its parent's strict ancestors, the sum of slots 0..k-2 (zero for k <= 1), as the tree builder
+  carries it (decode/tree_conditioned.py)."""
+  csum = jnp.cumsum(emb, axis=-2)
+  pad = jnp.zeros_like(emb[..., :2, :])
+  return jnp.concatenate([pad, csum[..., :-2, :]], axis=-2)
+
+
 def correction_ce(corr: pc.ParentCorrection, hidden: jax.Array, lm_head_w: jax.Array, embed_w: jax.Array,
                   labels: jax.Array, chunk: int, pin=objective._no_pin) -> dict[str, jax.Array]:
   """hidden [B, A, Bk, D], labels [B, A, Bk] -> per slot (fp32 / bool [B, A, Bk]): ce (corrected),
@@ -73,7 +82,8 @@ def correction_ce(corr: pc.ParentCorrection, hidden: jax.Array, lm_head_w: jax.A
     spine = jax.lax.stop_gradient(jnp.argmax(z, axis=-1))
     parent, on = parent_inputs(yc, spine)
     emb = jnp.take(embed_w, parent, axis=0).astype(hc.dtype)                # [B, C, Bk, D]
-    zc = z + corr.bias(emb, hc, jnp.broadcast_to(depth, yc.shape), on)
+    bag = path_bags(jnp.take(embed_w, yc, axis=0).astype(hc.dtype)) if corr.cfg.path else None
+    zc = z + corr.bias(emb, hc, jnp.broadcast_to(depth, yc.shape), on, path_emb=bag)
     picked = jnp.take_along_axis(zc, yc[..., None], axis=-1)[..., 0]
     return (jax.nn.logsumexp(zc, axis=-1) - picked, jnp.argmax(zc, axis=-1) == yc, spine == yc, on)
 
@@ -198,7 +208,8 @@ def build(cfg: TrainConfig, target, mesh: Mesh, *, tx: optax.GradientTransformat
     head = Head(hc, *init_head(hc, seed=cfg.seed, dtype=jnp.float32, mesh=mesh))
   else:
     raise ValueError("drafter=parent: head_init is not set (TrainConfig checks this)")
-  corr_cfg = pc.CorrectionConfig.for_head(head.config, width=cfg.parent_width, rank=cfg.parent_rank)
+  corr_cfg = pc.CorrectionConfig.for_head(head.config, width=cfg.parent_width, rank=cfg.parent_rank,
+                                          path=cfg.parent_path)
   corr_graphdef, corr_abstract = pc.abstract_correction(corr_cfg)
   seed = cfg.seed
 

@@ -164,12 +164,15 @@ class BlockDrafter(Drafter):
     to_target = (lambda t: t) if vocab is None else (lambda t: jnp.take(vocab.ids, t, axis=0))  # noqa: E731
 
     def one(h, z, r):                                                     # [L, D], [L, V], []
-      def children(d, tok, on):                                           # [N] each -> [N, V]
-        parent = jnp.where(d == 0, r, to_target(tok))                     # the root is a target id
-        b = corr.bias(target.embed(parent), jnp.broadcast_to(h[d], (tok.shape[0], h.shape[-1])),
-                      jnp.broadcast_to(d, tok.shape), on, rows)
+      def parent_emb(d, tok):                                             # [N] -> [N, D]
+        return target.embed(jnp.where(d == 0, r, to_target(tok)))        # the root is a target id
+
+      def children(d, tok, on, bag=None):                                 # [N] each, bag [N, D] -> [N, V]
+        b = corr.bias(parent_emb(d, tok), jnp.broadcast_to(h[d], (tok.shape[0], h.shape[-1])),
+                      jnp.broadcast_to(d, tok.shape), on, rows, path_emb=bag)
         return jax.nn.log_softmax(z[d][None] + b, axis=-1)
-      return build_tree_conditioned(children, greedy_tokens(z), jnp.int32(0), self.budget)
+      return build_tree_conditioned(children, greedy_tokens(z), jnp.int32(0), self.budget,
+                                    path_embed=parent_emb if corr.cfg.path else None)
 
     t = jax.vmap(one)(hidden, logits, root)
     return Proposal(DraftTree(t.tokens, t.parents, t.depths, t.valid, t.ancestor_mask), t.scores)
