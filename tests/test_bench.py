@@ -326,8 +326,10 @@ def test_hot_timing_warms_each_method_then_times_its_repeats(monkeypatch):
   back; cold: every call after another method's, each repeat a fresh order."""
   calls = []
 
-  def fake(target, head, p, m, kw):
+  def fake(target, head, p, m, kw, timings=None):
     calls.append((p, m.label))
+    if timings is not None:   # the timed calls also time the loop alone
+      timings["loop_s"] = 0.25
     return types.SimpleNamespace(tokens=[np.array([1, 2])], accepted=[np.zeros(1, int)], root_entropy=[np.ones(1)],
                                  record_widths=(), predicted=None, observed=None, widths=None,
                                  draft_passes_per_round=0)
@@ -336,6 +338,7 @@ def test_hot_timing_warms_each_method_then_times_its_repeats(monkeypatch):
   ms = [runner.Method(x, "ar", 1) for x in "abc"]
   runs = runner.time_task(None, None, ["p0", "p1"], ms, {}, repeats=3)
   assert len(calls) == 2 * 3 * 4 and all(len(runs[m.label][i].times) == 3 for m in ms for i in range(2))
+  assert all(runs[m.label][i].loop_times == [0.25] * 3 for m in ms for i in range(2))
   for i, prompt in enumerate(["p0", "p1"]):
     mine = [label for p, label in calls[i * 12:(i + 1) * 12]]
     assert all(p == prompt for p, _ in calls[i * 12:(i + 1) * 12])

@@ -169,3 +169,23 @@ def test_ablated_labels_and_primary_method():
   with pytest.raises(ValueError, match=r"--ablate / --draft-vocab \(zero-context\) needs a head method"):
     with_ablation([AR, Method("ngram", "ngram", 15)], "zero-context")
   assert with_ablation([AR, G63], None) == [AR, G63]
+
+
+def test_decode_alone_stats_and_their_markdown():
+  """task_stats with loop times: the prefill's share, decode ms/token and the loop-only speedup are the
+  arithmetic of the recorded times (token counts equal, so no rescaling); without them, no such keys."""
+  tok = np.arange(11)
+  runs = {"ar": [PromptRun([2.0], tok, np.zeros(10, int), np.ones(10), loop_times=[1.0]) for _ in range(3)],
+          "glance-15": [PromptRun([1.5], tok, np.array([4, 4]), np.ones(2), loop_times=[0.5]) for _ in range(3)]}
+  stats = rep.task_stats(runs, [AR, G15], ["a", "b", "c"])
+  ar, g = stats["ar"], stats["glance-15"]
+  assert ar["prefill_share"] == pytest.approx(0.5) and g["prefill_share"] == pytest.approx(2 / 3)
+  assert ar["decode_ms_per_token"] == pytest.approx(1e3 * 3 / 33)
+  assert g["decode_speedup_vs_ar"]["speedup"] == pytest.approx(2.0)
+  assert g["speedup_vs_ar"]["speedup"] == pytest.approx(2.0 / 1.5)
+  md = rep.markdown({"tasks": {"t": {"methods": stats}}, "geomean": {},
+                     "entropy_law": {"method": None, "by_method": {}}})
+  assert "The decode loop alone" in md and "| t | 0.50 | 90.909 | 2.00" in md
+  for r in runs["ar"] + runs["glance-15"]:
+    r.loop_times = []
+  assert "decode_speedup_vs_ar" not in rep.task_stats(runs, [AR, G15], ["a", "b", "c"])["glance-15"]

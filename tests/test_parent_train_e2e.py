@@ -110,3 +110,11 @@ def test_frozen_without_a_head_is_an_error(tmp_path):
   from glance_jax.train.config import load_config
   with pytest.raises(ValueError, match="set head_init=DIR"):
     load_config(CONFIG, [f"root={tmp_path}", "head_init=", "steps=1"])
+
+
+def test_the_testbed_recipe_fits_the_target_greedy_answers_with_the_path():
+  """configs/train_parent_testbed.py: greedy rows of its own (not the head's drawn ones), path term on."""
+  from glance_jax.train.config import load_config
+  cfg = load_config(ROOT / "configs" / "train_parent_testbed.py", ["suite=v5"])
+  assert cfg.drafter == "parent" and cfg.parent_path and cfg.regen_temperature == 0.0
+  assert pathlib.Path(cfg.regen_dir).name == "parent_regen" and cfg.regen_sampling.temperature == 0.0

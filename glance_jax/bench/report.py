@@ -58,8 +58,33 @@ def scaled_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.ndarra
   return out
 
 
+def scaled_loop_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.ndarray] | None:
+  """scaled_times of the decode loop alone (prefill excluded), or None where a run lacks them."""
+  if not all(r.loop_times for rs in runs.values() for r in rs):
+    return None
+  n_ar = np.array([len(r.tokens) for r in runs["ar"]], np.float64)
+  return {label: np.array([np.mean(r.loop_times) for r in rs], np.float64) * n_ar
+          / np.array([max(len(r.tokens), 1) for r in rs], np.float64) for label, rs in runs.items()}
+
+
+def decode_stats(label: str, runs: Mapping[str, Sequence[PromptRun]], loop: Mapping[str, np.ndarray] | None,
+                 seed: int) -> dict[str, Any]:
+  """The decode loop alone: ms/token, the prefill's share of the method's time, and the loop's speedup
+  over AR's loop with its paired bootstrap interval (empty where the loop was not timed)."""
+  if loop is None:
+    return {}
+  rs = runs[label]
+  total = float(sum(np.mean(r.times) for r in rs))
+  loop_s = float(sum(np.mean(r.loop_times) for r in rs))
+  point, lo, hi = _ratio(loop["ar"], loop[label], seed=seed)
+  return {"decode_ms_per_token": 1e3 * loop_s / max(sum(len(r.tokens) for r in rs), 1),
+          "prefill_share": max(0.0, 1.0 - loop_s / total) if total > 0 else None,
+          "decode_speedup_vs_ar": {"other": "ar", "speedup": point, "lo": lo, "hi": hi}}
+
+
 def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptRun]],
-                 ids: Sequence[str], times: Mapping[str, np.ndarray], seed: int, depth: int = 15) -> dict[str, Any]:
+                 ids: Sequence[str], times: Mapping[str, np.ndarray], seed: int, depth: int = 15,
+                 loop: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
   rs = runs[label]
   a = np.concatenate([r.accepted for r in rs]).astype(np.int64)
   h = np.concatenate([r.root_entropy for r in rs]).astype(np.float64)
@@ -88,6 +113,7 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       "draft_passes_per_round": int(rs[0].passes) if rs else 0,
       "lossless": all(ok), "mismatches": int(len(ok) - sum(ok)),
       "mismatch_ids": [i for i, good in zip(ids, ok) if not good],
+      **decode_stats(label, runs, loop, seed),
       "per_prompt": [{"id": pid, "new_tokens": int(len(r.tokens)), "rounds": int(len(r.accepted)),
                       "tau": float(np.mean(r.accepted + 1)) if len(r.accepted) else 1.0,
                       "times_s": [float(t) for t in r.times], "lossless": bool(good), **_round_records(r)}
@@ -110,8 +136,8 @@ def _round_records(r: PromptRun) -> dict[str, Any]:
 def task_stats(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],
                ids: Sequence[str], seed: int = 0, depth: int = 15) -> dict[str, dict[str, Any]]:
   """depth: the drafters' block depth L = block_size - 1 (share_at_block_cap counts rounds at it)."""
-  times = scaled_times(runs)
-  return {m.label: method_stats(m.label, m, runs, ids, times, seed, depth) for m in methods}
+  times, loop = scaled_times(runs), scaled_loop_times(runs)
+  return {m.label: method_stats(m.label, m, runs, ids, times, seed, depth, loop) for m in methods}
 
 
 def geomean_speedups(times_by_task: Mapping[str, Mapping[str, np.ndarray]], methods: Sequence[Method],
@@ -437,6 +463,17 @@ def markdown(report: Mapping[str, Any]) -> str:
                  f"{_ci({'speedup': v['rivals'][r]['glance_faster_by'], 'lo': v['rivals'][r]['lo'], 'hi': v['rivals'][r]['hi']})}"
                  if r in v["rivals"] else "- | -" for r in rivals]
         lines.append(f"| {name} | {v['glance']} | {v['glance_tau']:.2f} | " + " | ".join(cells) + " |")
+  dec = {name: t["methods"] for name, t in report["tasks"].items()
+         if all("decode_speedup_vs_ar" in s for s in t["methods"].values())}
+  if dec:
+    labels = [lb for lb in next(iter(dec.values())) if lb != "ar"]
+    lines += ["", "The decode loop alone (prefill excluded; what the same rounds give on a long answer), "
+              "speedup vs AR's loop [95% CI]:", "",
+              "| task | AR prefill share | AR decode ms/token | " + " | ".join(labels) + " |",
+              "|" + "---|" * (3 + len(labels))]
+    for name, ms in dec.items():
+      lines.append(f"| {name} | {_f(ms['ar']['prefill_share'])} | {ms['ar']['decode_ms_per_token']:.3f} | "
+                   + " | ".join(_ci(ms[lb]["decode_speedup_vs_ar"]) for lb in labels) + " |")
   law = report["entropy_law"]
   primary = law["method"]
   if primary and law["by_method"].get(primary):

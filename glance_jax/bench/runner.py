@@ -12,7 +12,10 @@ of a shared machine hit all methods alike; each method runs once untimed and the
 to back, so a timed call finds its own program in the caches, as when one decodes with one method
 (`time_task(hot=True)`; `--cold` interleaves every call instead). Batch 1. The time is
 time.perf_counter() around generate(), which returns host numpy arrays, so it covers prefill, the
-whole decode loop and the copies back.
+whole decode loop and the copies back. Inside it the loop alone is timed too (the prefill waited
+for first, which loses only the overlap of its tail with the loop's dispatch): where the prefill is
+a large share of a short answer (a compute-bound prefill beside a memory-bound step, the CPU memory
+regime), the decode-only speedup says what the same rounds give on a longer answer.
 """
 
 from __future__ import annotations
@@ -183,6 +186,7 @@ class PromptRun:
   observed: np.ndarray | None = None    # glance: int [rounds, P] their accepted lengths (-1 = not verified)
   widths: np.ndarray | None = None      # int [rounds]: verify width of each round
   passes: int = 0                       # sequential draft forward passes a round (the drafter's)
+  loop_times: list[float] = dataclasses.field(default_factory=list)  # the decode loop alone, per timed call
 
 
 def prepare_prompts(processor: Any, tasks: list[BenchTask], pad_multiple: int = PAD_MULTIPLE
@@ -219,10 +223,11 @@ def _ablated_head(head, kind: str, target):
   return head.ablated(kind) if k is None else head.with_draft_vocab(target, k)
 
 
-def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any]):
-  """One generate() of method m; head: a Drafts, or the block head alone."""
+def _generate(target, head, prompt: Prompt, m: Method, kw: dict[str, Any], timings: dict | None = None):
+  """One generate() of method m; head: a Drafts, or the block head alone. timings: receives "loop_s",
+  the decode loop's time without the prefill (bench/engine.py)."""
   from glance_jax.bench.engine import generate
-  kw = dict(kw)
+  kw = dict(kw, timings=timings)
   round_cost = kw.pop("round_cost", None)
   if m.auto:
     kw.update(auto=True, round_cost=round_cost)
@@ -325,18 +330,20 @@ def time_task(target, head, prompts: list[Prompt], methods: list[Method], kw: di
       if not timed:
         _generate(target, head, p, m, kw)
         continue
-      t0 = time.perf_counter()
-      res = _generate(target, head, p, m, kw)
+      t0, tm = time.perf_counter(), {}
+      res = _generate(target, head, p, m, kw, tm)
       dt = time.perf_counter() - t0
       tokens = np.asarray(res.tokens[0])
       if m.label not in cur:
         cur[m.label] = PromptRun([dt], tokens, np.asarray(res.accepted[0]), np.asarray(res.root_entropy[0]),
                                  predicted=res.predicted[0] if res.record_widths else None,
                                  observed=res.observed[0] if res.record_widths else None,
-                                 widths=res.widths, passes=res.draft_passes_per_round)
+                                 widths=res.widths, passes=res.draft_passes_per_round,
+                                 loop_times=[tm["loop_s"]])
       else:
         run = cur[m.label]
         run.times.append(dt)
+        run.loop_times.append(tm["loop_s"])
         run.stable &= bool(np.array_equal(tokens, run.tokens))
       if progress is not None:
         progress.update()
