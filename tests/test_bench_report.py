@@ -189,3 +189,14 @@ def test_decode_alone_stats_and_their_markdown():
   for r in runs["ar"] + runs["glance-15"]:
     r.loop_times = []
   assert "decode_speedup_vs_ar" not in rep.task_stats(runs, [AR, G15], ["a", "b", "c"])["glance-15"]
+
+
+def test_tau_interval_resamples_prompts():
+  """tau_interval: a bootstrap over prompts of sum(a + 1) / rounds; equal prompts give a point interval,
+  different ones an interval around tau that holds both prompts' own taus' range."""
+  same = [np.array([3, 3]), np.array([3, 3, 3])]
+  assert rep.tau_interval(same) == (4.0, 4.0)
+  lo, hi = rep.tau_interval([np.array([0, 0, 0]), np.array([7, 7]), np.array([1, 2])])
+  tau = (3 + 16 + 5) / 7
+  assert 1.0 <= lo < tau < hi <= 8.0
+  assert rep.tau_interval([np.array([1])]) == (None, None)

@@ -58,6 +58,20 @@ def scaled_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.ndarra
   return out
 
 
+def tau_interval(accepted: Sequence[np.ndarray], *, n_boot: int = N_BOOT, alpha: float = 0.05,
+                 seed: int = 0) -> tuple[float | None, float | None]:
+  """A bootstrap interval of tau (sum of a + 1 over rounds / rounds) with prompts resampled: per
+  prompt accepted lengths `accepted` [rounds_i]; (None, None) below 2 prompts or rounds."""
+  k = len(accepted)
+  num = np.array([np.sum(np.asarray(a) + 1) for a in accepted], np.float64)
+  den = np.array([len(a) for a in accepted], np.float64)
+  if k < 2 or den.sum() == 0:
+    return None, None
+  idx = np.random.default_rng(seed).integers(0, k, size=(n_boot, k))
+  boot = num[idx].sum(1) / np.maximum(den[idx].sum(1), 1)
+  return float(np.quantile(boot, alpha / 2)), float(np.quantile(boot, 1 - alpha / 2))
+
+
 def scaled_loop_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.ndarray] | None:
   """scaled_times of the decode loop alone (prefill excluded), or None where a run lacks them."""
   if not all(r.loop_times for rs in runs.values() for r in rs):
@@ -102,6 +116,7 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       "n_prompts": len(rs),
       "new_tokens": new_tokens, "rounds": int(a.size),
       "tau": float(np.mean(a + 1)) if a.size else 1.0,
+      "tau_ci": dict(zip(("lo", "hi"), tau_interval([r.accepted for r in rs], seed=seed))),
       "tokens_per_round": new_tokens / a.size if a.size else None,
       "ms_per_token": 1e3 * total_s / max(new_tokens, 1),
       "speedup_vs_ar": cmp["vs_base"], "speedup_vs_best_other": cmp["vs_best_other"],
@@ -410,11 +425,18 @@ def _ci(s: Mapping[str, Any] | None, with_other: bool = False) -> str:
   return f"{text} vs {s['other']}" if with_other else text
 
 
+def _tau(s: Mapping[str, Any]) -> str:
+  ci = s.get("tau_ci") or {}
+  if s["method"] == "ar" or ci.get("lo") is None:
+    return f"{s['tau']:.2f}"
+  return f"{s['tau']:.2f} [{ci['lo']:.2f}, {ci['hi']:.2f}]"
+
+
 def markdown(report: Mapping[str, Any]) -> str:
   """One row per task and method, then one per method for the geometric mean over tasks, the
   tree-over-chain tau ratio per task, then the entropy law of the primary method: the summary
   (law_report.summary_markdown: per task, pooled, common slope) and each task's decile table."""
-  head = ("| task | method | N | passes | prompts | tau | tokens/round | ms/token | speedup vs AR [95% CI] "
+  head = ("| task | method | N | passes | prompts | tau [95% CI] | tokens/round | ms/token | speedup vs AR [95% CI] "
           "| vs best other [95% CI] | a>=8 share | mean H | lossless |")
   lines = [head, "|" + "---|" * 13]
   for name, t in report["tasks"].items():
@@ -423,7 +445,7 @@ def markdown(report: Mapping[str, Any]) -> str:
       n = "-" if s["method"] == "ar" else (
           "/".join(map(str, s["widths_used"])) if s.get("auto") and s.get("widths_used") else s["budget"])
       lines.append(f"| {name} | {label} | {n} | {s.get('draft_passes_per_round', '-')} | "
-                   f"{s['n_prompts']} | {s['tau']:.2f} | {_f(s['tokens_per_round'])} | "
+                   f"{s['n_prompts']} | {_tau(s)} | {_f(s['tokens_per_round'])} | "
                    f"{s['ms_per_token']:.3f} | {_ci(s['speedup_vs_ar'])} | "
                    f"{_ci(s['speedup_vs_best_other'], True)} | {_f(s['share_a_ge_8'], 3)} | "
                    f"{_f(s['mean_root_entropy'])} | {lossless} |")
