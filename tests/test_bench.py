@@ -379,14 +379,18 @@ def test_the_rivals_run_in_the_bench_losslessly_with_their_passes(rivals):
   assert stats["glance-15[calibrated]"]["ablate"] == "calibrated"
   assert all(s["lossless"] for s in stats.values())
   vs = r["tasks"]["synthetic"]["glance_vs_rivals"]
-  assert vs["glance"] == "glance-15" and sorted(vs["rivals"]) == ["eagle3", "eagle3-chain", "two-model"]
+  # GLANCE's arm: the fastest of its tree-score operating points (plain or calibrated), never the
+  # draft-vocabulary variant
+  ours = ("glance-15", "glance-15[calibrated]")
+  assert vs["glance"] == max(ours, key=lambda lb: stats[lb]["speedup_vs_ar"]["speedup"])
+  assert sorted(vs["rivals"]) == ["eagle3", "eagle3-chain", "two-model"]
   for label, v in vs["rivals"].items():
     assert v["tau"] == pytest.approx(stats[label]["tau"])
     # faster by = the rival's time over GLANCE's = the ratio of their speedups over AR (same prompts)
     assert v["glance_faster_by"] == pytest.approx(
-        stats["glance-15"]["speedup_vs_ar"]["speedup"] / stats[label]["speedup_vs_ar"]["speedup"], rel=1e-6)
+        stats[vs["glance"]]["speedup_vs_ar"]["speedup"] / stats[label]["speedup_vs_ar"]["speedup"], rel=1e-6)
   assert "GLANCE against the rivals" in rivals["table"]
-  assert "| synthetic | glance-15 |" in rivals["table"]
+  assert f"| synthetic | {vs['glance']} |" in rivals["table"]
 
 
 def test_the_draft_vocab_arm_reports_its_coverage(rivals):

@@ -320,6 +320,9 @@ def test_decode_py_without_arguments_runs_the_testbed():
   assert [r["task"] for r in rows] == list(paths.suite().TASKS)
   assert all(r["same_as_ar"] for r in rows)
   assert any("speedup" in line for line in lines)
+  # the shipped head carries a parent correction, so the demo runs its parent-conditioned tree
+  assert {r["scores"] for r in rows} == {"parent-conditioned tree"}
+  assert "parent-conditioned tree" in lines[0]
 
 
 def test_shipped_rivals_are_lossless_and_accept(shipped):

@@ -1,5 +1,5 @@
 """The `decode.py bench` report: per-task statistics, the entropy law, the JSON schema (SCHEMA and
-validate_report), the markdown tables and the plots.
+validate_report); its markdown tables are bench/report_markdown.py (re-exported here as `markdown`).
 
 Definitions (per task and method, over its prompts; docs/benchmarking.md has the full schema):
   tau               mean tokens per round = mean(a + 1) over every round (a = accepted draft tokens)
@@ -29,8 +29,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from glance_jax.analysis import (
-    analyze, bootstrap_geomean_ratio, compare_methods, decile_markdown, end_censoring, geometric_mean,
-    law_checks, paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios, summary_markdown)
+    analyze, bootstrap_geomean_ratio, compare_methods, end_censoring, geometric_mean, law_checks,
+    paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios)
 from glance_jax.bench.runner import RIVALS, Method, PromptRun
 
 SCHEMA_VERSION = "glance_jax.bench/1"
@@ -242,14 +242,20 @@ def tree_over_chain(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[M
           "chain_tau": float(ny.sum() / dy.sum()), "ratio": ratio, "lo": lo, "hi": hi}
 
 
+# head variants that only change how GLANCE's tree ranks its nodes (same draft pass, same verify):
+# operating points of GLANCE itself, so the rival table may pick them as GLANCE's best arm
+TREE_SCORES = ("calibrated", "parent")
+
+
 def glance_vs_rivals(runs: Mapping[str, Sequence[PromptRun]], methods: Sequence[Method],
                      seed: int = 0) -> dict[str, Any] | None:
   """The paper's layout for one task: GLANCE at its best operating point on this task (the glance
-  arm, fixed or auto, not ablated, with the lowest total time) against each rival arm run: both
+  arm, fixed or auto, with the product of marginals or a tree-score variant of TREE_SCORES, with the
+  lowest total time; never an ablation or a draft vocabulary) against each rival arm run: both
   taus and "GLANCE faster by" = t_rival / t_glance on per-prompt times rescaled to AR's tokens, with
   a paired bootstrap 95% interval over prompts. None without a glance arm and a rival."""
   times = scaled_times(runs)
-  ours = [m for m in methods if m.method == "glance" and m.ablate is None]
+  ours = [m for m in methods if m.method == "glance" and m.ablate in (None, *TREE_SCORES)]
   rivals = [m for m in methods if m.method in RIVALS]
   if not ours or not rivals:
     return None
@@ -410,99 +416,4 @@ def validate_report(report: Any) -> list[str]:
   return out
 
 
-# --- markdown --------------------------------------------------------------------------------------
-
-def _f(v: Any, digits: int = 2) -> str:
-  return "-" if v is None else f"{v:.{digits}f}"
-
-
-def _ci(s: Mapping[str, Any] | None, with_other: bool = False) -> str:
-  if s is None:
-    return "-"
-  text = f"{s['speedup']:.2f}"
-  if s.get("lo") is not None:
-    text += f" [{s['lo']:.2f}, {s['hi']:.2f}]"
-  return f"{text} vs {s['other']}" if with_other else text
-
-
-def _tau(s: Mapping[str, Any]) -> str:
-  ci = s.get("tau_ci") or {}
-  if s["method"] == "ar" or ci.get("lo") is None:
-    return f"{s['tau']:.2f}"
-  return f"{s['tau']:.2f} [{ci['lo']:.2f}, {ci['hi']:.2f}]"
-
-
-def markdown(report: Mapping[str, Any]) -> str:
-  """One row per task and method, then one per method for the geometric mean over tasks, the
-  tree-over-chain tau ratio per task, then the entropy law of the primary method: the summary
-  (law_report.summary_markdown: per task, pooled, common slope) and each task's decile table."""
-  head = ("| task | method | N | passes | prompts | tau [95% CI] | tokens/round | ms/token | speedup vs AR [95% CI] "
-          "| vs best other [95% CI] | a>=8 share | mean H | lossless |")
-  lines = [head, "|" + "---|" * 13]
-  for name, t in report["tasks"].items():
-    for label, s in t["methods"].items():
-      lossless = "yes" if s["lossless"] else f"NO ({s['mismatches']})"
-      n = "-" if s["method"] == "ar" else (
-          "/".join(map(str, s["widths_used"])) if s.get("auto") and s.get("widths_used") else s["budget"])
-      lines.append(f"| {name} | {label} | {n} | {s.get('draft_passes_per_round', '-')} | "
-                   f"{s['n_prompts']} | {_tau(s)} | {_f(s['tokens_per_round'])} | "
-                   f"{s['ms_per_token']:.3f} | {_ci(s['speedup_vs_ar'])} | "
-                   f"{_ci(s['speedup_vs_best_other'], True)} | {_f(s['share_a_ge_8'], 3)} | "
-                   f"{_f(s['mean_root_entropy'])} | {lossless} |")
-  for label, g in report["geomean"].items():
-    lines.append(f"| geomean ({g['n_tasks']} tasks) | {label} | | | | | | | "
-                 f"{_ci({**g, 'other': 'ar'})} | | | | |")
-  toc = {name: t.get("tree_over_chain") for name, t in report["tasks"].items()}
-  if any(toc.values()):
-    first = next(v for v in toc.values() if v)
-    lines += ["", f"Tree over chain ({first['tree']} tau / chain tau; paper: 1.45-1.49x at N = 63):", "",
-              "| task | tree tau | chain tau | ratio [95% CI] |", "|" + "---|" * 4]
-    for name, v in toc.items():
-      if v:
-        lines.append(f"| {name} | {v['tree_tau']:.2f} | {v['chain_tau']:.2f} | "
-                     f"{_ci({'speedup': v['ratio'], 'lo': v['lo'], 'hi': v['hi']})} |")
-  dvs = {name: (t, t.get("draft_vocab")) for name, t in report["tasks"].items()}
-  if any(v for _, v in dvs.values()):
-    lines += ["", "Draft vocabulary (the arm's head drafts over K tokens; coverage = share inside them):", "",
-              "| task | arm | K | coverage, training rows | coverage, AR's tokens | tau | tau, whole vocabulary |",
-              "|" + "---|" * 7]
-    for name, (t, v) in dvs.items():
-      if v:
-        base = t["methods"].get(v["label"].split("[")[0], {}).get("tau")
-        cov = "-" if v["ar_coverage"] is None else f"{v['ar_coverage']:.4f}"
-        lines.append(f"| {name} | {v['label']} | {v['size']} | {v['train_coverage']:.4f} | {cov} | "
-                     f"{t['methods'][v['label']]['tau']:.2f} | {'-' if base is None else f'{base:.2f}'} |")
-  vs = {name: t.get("glance_vs_rivals") for name, t in report["tasks"].items()}
-  if any(vs.values()):
-    rivals = sorted({r for v in vs.values() if v for r in v["rivals"]})
-    lines += ["", "GLANCE against the rivals (the paper's layout: GLANCE at its fastest arm per task; "
-              "faster by = rival time / GLANCE time, same prompts):", "",
-              "| task | GLANCE arm | GLANCE tau | " + " | ".join(f"{r} tau | GLANCE faster by [95% CI]" for r in rivals)
-              + " |", "|" + "---|" * (3 + 2 * len(rivals))]
-    for name, v in vs.items():
-      if v:
-        cells = [f"{v['rivals'][r]['tau']:.2f} | "
-                 f"{_ci({'speedup': v['rivals'][r]['glance_faster_by'], 'lo': v['rivals'][r]['lo'], 'hi': v['rivals'][r]['hi']})}"
-                 if r in v["rivals"] else "- | -" for r in rivals]
-        lines.append(f"| {name} | {v['glance']} | {v['glance_tau']:.2f} | " + " | ".join(cells) + " |")
-  dec = {name: t["methods"] for name, t in report["tasks"].items()
-         if all("decode_speedup_vs_ar" in s for s in t["methods"].values())}
-  if dec:
-    labels = [lb for lb in next(iter(dec.values())) if lb != "ar"]
-    lines += ["", "The decode loop alone (prefill excluded; what the same rounds give on a long answer), "
-              "speedup vs AR's loop [95% CI]:", "",
-              "| task | AR prefill share | AR decode ms/token | " + " | ".join(labels) + " |",
-              "|" + "---|" * (3 + len(labels))]
-    for name, ms in dec.items():
-      lines.append(f"| {name} | {_f(ms['ar']['prefill_share'])} | {ms['ar']['decode_ms_per_token']:.3f} | "
-                   + " | ".join(_ci(ms[lb]["decode_speedup_vs_ar"]) for lb in labels) + " |")
-  law = report["entropy_law"]
-  primary = law["method"]
-  if primary and law["by_method"].get(primary):
-    an = {"tasks": law["by_method"][primary], "pooled": law.get("pooled", {}).get(primary),
-          "common_slope": law.get("common_slope", {}).get(primary)}
-    lines += ["", f"Entropy law ({primary}, L = {law['L']}; logit p = b0 - b1 H):", "",
-              summary_markdown(an).rstrip("\n")]
-    for name, e in an["tasks"].items():
-      lines += ["", f"Deciles of {name} ({primary}):", "", decile_markdown(e).rstrip("\n")]
-  return "\n".join(lines) + "\n"
+from glance_jax.bench.report_markdown import markdown  # noqa: E402,F401  (the report's tables)

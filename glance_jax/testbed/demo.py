@@ -13,7 +13,8 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-DEMO_BUDGET = 15          # the GLANCE budget N the demo runs (the bench picks the best per task)
+DEMO_BUDGET = 15          # the GLANCE budget N the demo runs: the fastest fixed width in the memory-bound
+                          # regime (testbed/results/bench_memory.md; the bench picks the best per task)
 PROMPTS_PER_TASK = 2
 
 
@@ -36,9 +37,13 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
 
   regime = regime or regimes.DEFAULT
   target, head, processor = regimes.load(regime, dtype=jnp.float32)
+  if head.correction is not None:   # the shipped head's parent correction: its trees expand each node's
+    head = head.with_parent_correction()   # own children (the fastest arm of the memory-bound bench)
+  scores = "parent-conditioned tree" if head.parent is not None else "product of marginals"
   decode = lambda t: processor.tokenizer.decode([int(x) for x in t], skip_special_tokens=True)
   rows = []
-  print_fn(f"testbed target {paths.TARGET} + GLANCE head {paths.HEAD}; glance N={budget}, fp32, batch 1")
+  print_fn(f"testbed target {paths.TARGET} + GLANCE head {paths.HEAD}; glance N={budget} "
+           f"({scores}), fp32, batch 1")
   print_fn(f"regime: {regimes.LABEL[regime]}")
   suite = paths.suite()
   max_new_tokens = max_new_tokens or suite.ANSWER_TOKENS   # every answer of the suite runs to its end
@@ -53,7 +58,7 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
       t_ar, ar = _timed(run["ar"], repeats)
       t_gl, gl = _timed(run["glance"], repeats)
       n = len(ar.tokens[0])
-      row = dict(task=task, kind=kind, regime=regime, id=rec.id, prompt=rec.prompt, answer=decode(gl.tokens[0]),
+      row = dict(task=task, kind=kind, regime=regime, scores=scores, id=rec.id, prompt=rec.prompt, answer=decode(gl.tokens[0]),
                  reference=rec.answers[0] if rec.answers else None,
                  same_as_ar=bool(np.array_equal(ar.tokens[0], gl.tokens[0])), tau=gl.tau,
                  ar_ms_per_token=1e3 * t_ar / n, glance_ms_per_token=1e3 * t_gl / len(gl.tokens[0]),
