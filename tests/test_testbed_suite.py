@@ -269,3 +269,55 @@ def test_v5_answer_lengths():
     n = [len(tok.encode(V5.render(task, "train", i)[2]).ids) for i in range(60)]
     assert 88 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 170, (task, min(n), max(n))
     assert max(n) + 60 <= V5.TARGET_TRAIN["seq_len"] and max(n) < V5.ANSWER_TOKENS
+
+
+# --- suite v5b: v5 with the caption's forks ---------------------------------------------------------
+
+V5B = suites.get("v5b")
+
+
+def test_v5b_changes_the_caption_alone_and_still_reads_it():
+  """Grounded records are v5's string for string; a caption record shows v5's scene and image, its
+  reading scores every mention right whatever its cell phrasing and gaps."""
+  for task in V5B.TASKS:
+    for split, i in (("heldout", 2), ("train", 7)):
+      s5, im5, a5 = V5.record(task, split, i)
+      s, im, a = V5B.record(task, split, i)
+      assert s.content == s5.content and im.tobytes() == im5.tobytes()
+      assert (a == a5) == (task != "caption"), (task, a)
+      sc = evaluate.score(task, V5B.reading(a), s)
+      assert sc["all_hits"] == sc["all_n"] == len(s.fields), (task, a)
+
+
+def test_v5b_caption_forks_in_its_reading_and_its_clauses():
+  """Over 200 caption answers: both cell phrasings and both gaps occur, each drawn apart within an
+  answer; every verb and each of the ten adjectives occurs; a clause says four to six adjectives, none
+  twice; every fork's options start with different tokens of the shipped tokenizer."""
+  import re
+
+  from tokenizers import Tokenizer
+  answers = [V5B.render("caption", "train", i)[2] for i in range(200)]
+  readings = [V5B.reading(a) for a in answers]
+  assert sum("in cell" in r and "(cell" in r for r in readings) > 40
+  assert sum(";" in r for r in readings) > 40 and sum("," in r for r in readings) > 40
+  clauses = [c for a in answers for c in re.findall(r"Shape \d (\w+) ([^.]+)\.", a.split(V5B.READING_END)[1])]
+  for verb in V5B._CAPTION_VERBS:
+    assert sum(v == verb for v, _ in clauses) > 100, verb
+  lists = [re.split(r", | and ", said) for _, said in clauses]
+  assert {len(x) for x in lists} == set(V5B._CAPTION_COUNTS)
+  assert all(len(set(x)) == len(x) and set(x) <= set(V5B._CAPTION_ADJECTIVES) for x in lists)
+  for word in V5B._CAPTION_ADJECTIVES:
+    assert sum(word in x for x in lists) > 100, word
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  for options in (V5B._CAPTION_VERBS, V5B._CAPTION_ADJECTIVES, [f.split("{cell}")[0].split("}")[1] for f in V5B._CELL_FORMS]):
+    firsts = [tok.encode(" " + o.strip()).ids[0] if o.strip() else None for o in options]
+    assert len(set(firsts)) == len(firsts), options
+
+
+def test_v5b_answer_lengths():
+  """As v5's: about 96-192 tokens an answer, within the recipe's seq_len and ANSWER_TOKENS."""
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  n = [len(tok.encode(V5B.render("caption", "train", i)[2]).ids) for i in range(60)]
+  assert 88 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 170, (min(n), max(n))
+  assert max(n) + 60 <= V5B.TARGET_TRAIN["seq_len"] and max(n) < V5B.ANSWER_TOKENS

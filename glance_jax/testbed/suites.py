@@ -21,6 +21,7 @@ from types import ModuleType
 _MODULES = {
     "v4": "glance_jax.testbed.suite_v4",
     "v5": "glance_jax.testbed.suite_v5",
+    "v5b": "glance_jax.testbed.suite_v5b",   # v5 with the caption's forks (being built; not shipped)
 }
 VERSIONS = tuple(_MODULES)
 DEFAULT = "v5"          # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
