@@ -11,6 +11,7 @@ import pytest
 
 from glance_jax.analysis import analyze, decile_markdown, paired_bootstrap_ratio_of_ratios, summary_markdown
 from glance_jax.bench import report as rep
+from glance_jax.bench import report_markdown
 from glance_jax.bench import runner
 from glance_jax.bench.cli import with_ablation
 from glance_jax.bench.runner import Method, PromptRun
@@ -124,7 +125,7 @@ def test_markdown_prints_the_law_summary_deciles_and_tree_over_chain():
       "tasks": {t: {"methods": rep.task_stats(r, methods, [f"p{i}" for i in range(8)]),
                     "tree_over_chain": rep.tree_over_chain(r, methods)} for t, r in runs.items()},
       "geomean": {}, "entropy_law": rep.entropy_laws(runs, methods, L)})
-  md = rep.markdown(report)
+  md = report_markdown.markdown(report)
   law = report["entropy_law"]
   an = {"tasks": law["by_method"]["glance-63"], "pooled": law["pooled"]["glance-63"],
         "common_slope": law["common_slope"]["glance-63"]}
@@ -137,7 +138,7 @@ def test_markdown_prints_the_law_summary_deciles_and_tree_over_chain():
   assert "Tree over chain (glance-63 tau / chain tau" in md
   for t in report["tasks"].values():
     t["tree_over_chain"] = None
-  assert "Tree over chain" not in rep.markdown(report)
+  assert "Tree over chain" not in report_markdown.markdown(report)
 
 
 def test_ablated_labels_and_primary_method():
@@ -183,7 +184,7 @@ def test_decode_alone_stats_and_their_markdown():
   assert ar["decode_ms_per_token"] == pytest.approx(1e3 * 3 / 33)
   assert g["decode_speedup_vs_ar"]["speedup"] == pytest.approx(2.0)
   assert g["speedup_vs_ar"]["speedup"] == pytest.approx(2.0 / 1.5)
-  md = rep.markdown({"tasks": {"t": {"methods": stats}}, "geomean": {},
+  md = report_markdown.markdown({"tasks": {"t": {"methods": stats}}, "geomean": {},
                      "entropy_law": {"method": None, "by_method": {}}})
   assert "The decode loop alone" in md and "| t | 0.50 | 90.909 | 2.00" in md
   for r in runs["ar"] + runs["glance-15"]:

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from glance_jax.bench import report as rep
+from glance_jax.bench import report_markdown
 from glance_jax.bench.runner import PAD_MULTIPLE, Method, ablated, method_choices, parse_methods
 
 DEFAULT_METHODS = "ar,ngram,chain,glance"
@@ -376,7 +377,7 @@ def run(args) -> dict[str, Any]:
     from glance_jax.bench.report_plots import write_plots
     report["plots"] = write_plots(report, args.plots_dir)
   report["environment"]["wall_s"] = time.perf_counter() - t_start
-  table = rep.markdown(report) if tasks_out else ""
+  table = report_markdown.markdown(report) if tasks_out else ""
   print(table, end="")
   if args.markdown_out and tasks_out:
     with open(args.markdown_out, "w") as f:

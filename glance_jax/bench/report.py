@@ -1,5 +1,5 @@
 """The `decode.py bench` report: per-task statistics, the entropy law, the JSON schema (SCHEMA and
-validate_report); its markdown tables are bench/report_markdown.py (re-exported here as `markdown`).
+validate_report); its markdown tables are bench/report_markdown.py.
 
 Definitions (per task and method, over its prompts; docs/benchmarking.md has the full schema):
   tau               mean tokens per round = mean(a + 1) over every round (a = accepted draft tokens)
@@ -47,12 +47,13 @@ def _ratio(base, method, *, n_boot=N_BOOT, alpha=0.05, seed=0):
   return float(np.sum(base) / np.sum(method)), None, None
 
 
-def scaled_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.ndarray]:
-  """label -> per-prompt mean time (s) rescaled to AR's token count for the prompt."""
+def scaled_times(runs: Mapping[str, Sequence[PromptRun]], field: str = "times") -> dict[str, np.ndarray]:
+  """label -> per-prompt mean time (s) rescaled to AR's token count for the prompt. field: "times"
+  (generate() end to end) or "loop_times" (the decode loop alone)."""
   n_ar = np.array([len(r.tokens) for r in runs["ar"]], np.float64)
   out = {}
   for label, rs in runs.items():
-    t = np.array([np.mean(r.times) for r in rs], np.float64)
+    t = np.array([np.mean(getattr(r, field)) for r in rs], np.float64)
     n = np.array([max(len(r.tokens), 1) for r in rs], np.float64)
     out[label] = t * n_ar / n
   return out
@@ -76,19 +77,17 @@ def scaled_loop_times(runs: Mapping[str, Sequence[PromptRun]]) -> dict[str, np.n
   """scaled_times of the decode loop alone (prefill excluded), or None where a run lacks them."""
   if not all(r.loop_times for rs in runs.values() for r in rs):
     return None
-  n_ar = np.array([len(r.tokens) for r in runs["ar"]], np.float64)
-  return {label: np.array([np.mean(r.loop_times) for r in rs], np.float64) * n_ar
-          / np.array([max(len(r.tokens), 1) for r in rs], np.float64) for label, rs in runs.items()}
+  return scaled_times(runs, "loop_times")
 
 
 def decode_stats(label: str, runs: Mapping[str, Sequence[PromptRun]], loop: Mapping[str, np.ndarray] | None,
-                 seed: int) -> dict[str, Any]:
-  """The decode loop alone: ms/token, the prefill's share of the method's time, and the loop's speedup
-  over AR's loop with its paired bootstrap interval (empty where the loop was not timed)."""
+                 total: float, seed: int) -> dict[str, Any]:
+  """The decode loop alone: ms/token, the prefill's share of the method's time (`total`: its seconds
+  end to end, summed over prompts), and the loop's speedup over AR's loop with its paired bootstrap
+  interval (empty where the loop was not timed)."""
   if loop is None:
     return {}
   rs = runs[label]
-  total = float(sum(np.mean(r.times) for r in rs))
   loop_s = float(sum(np.mean(r.loop_times) for r in rs))
   point, lo, hi = _ratio(loop["ar"], loop[label], seed=seed)
   return {"decode_ms_per_token": 1e3 * loop_s / max(sum(len(r.tokens) for r in rs), 1),
@@ -128,7 +127,7 @@ def method_stats(label: str, method: Method, runs: Mapping[str, Sequence[PromptR
       "draft_passes_per_round": int(rs[0].passes) if rs else 0,
       "lossless": all(ok), "mismatches": int(len(ok) - sum(ok)),
       "mismatch_ids": [i for i, good in zip(ids, ok) if not good],
-      **decode_stats(label, runs, loop, seed),
+      **decode_stats(label, runs, loop, total_s, seed),
       "per_prompt": [{"id": pid, "new_tokens": int(len(r.tokens)), "rounds": int(len(r.accepted)),
                       "tau": float(np.mean(r.accepted + 1)) if len(r.accepted) else 1.0,
                       "times_s": [float(t) for t in r.times], "lossless": bool(good), **_round_records(r)}
@@ -415,5 +414,3 @@ def validate_report(report: Any) -> list[str]:
       out.append(f"report.geomean.{label}: not a method label")
   return out
 
-
-from glance_jax.bench.report_markdown import markdown  # noqa: E402,F401  (the report's tables)

@@ -1,4 +1,4 @@
-"""The `decode.py bench` report as markdown tables (report.markdown): one row per task and method
+"""The `decode.py bench` report (bench/report.py) as markdown tables: one row per task and method
 with CIs, the geometric means, tree over chain, the draft vocabulary, GLANCE against the rivals, the
 decode loop alone, and the entropy law's summary and deciles."""
 

@@ -58,7 +58,8 @@ def run_demo(*, budget: int = DEMO_BUDGET, prompts_per_task: int = PROMPTS_PER_T
       t_ar, ar = _timed(run["ar"], repeats)
       t_gl, gl = _timed(run["glance"], repeats)
       n = len(ar.tokens[0])
-      row = dict(task=task, kind=kind, regime=regime, scores=scores, id=rec.id, prompt=rec.prompt, answer=decode(gl.tokens[0]),
+      row = dict(task=task, kind=kind, regime=regime, scores=scores, id=rec.id, prompt=rec.prompt,
+                 answer=decode(gl.tokens[0]),
                  reference=rec.answers[0] if rec.answers else None,
                  same_as_ar=bool(np.array_equal(ar.tokens[0], gl.tokens[0])), tau=gl.tau,
                  ar_ms_per_token=1e3 * t_ar / n, glance_ms_per_token=1e3 * t_gl / len(gl.tokens[0]),

@@ -146,13 +146,15 @@ def _clause(s: Scene, k: int, rng) -> str:
   return f"{subject} {_pick(rng, _VERBS)} {', '.join(adj[:-1])} and {adj[-1]}"
 
 
-def _explanation(s: Scene, rng) -> str:
-  """Opener, one clause per field in reading order, closer."""
+def _explanation(s: Scene, rng, clause=None) -> str:
+  """Opener, one clause per field in reading order, closer. clause(s, k, rng): the k-th clause
+  without its connective (default _clause; a later suite passes its own)."""
+  clause = clause or _clause
   n = 4 if s.task == "lines" else len(s.fields)       # lines: a clause a line of three words
   sentences = [_pick(rng, _OPENERS)]
   for k in range(n):
     lead = "" if k == 0 or s.task == "caption" else _pick(rng, _CONNECTIVES)
-    text = lead + _clause(s, k, rng)
+    text = lead + clause(s, k, rng)
     sentences.append(text[0].upper() + text[1:] + ".")
   sentences.append(_pick(rng, _EXPLAIN[s.task]["close"]))
   return " ".join(sentences)

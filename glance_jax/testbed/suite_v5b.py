@@ -54,21 +54,17 @@ def _caption_reading(s: Scene, rng) -> str:
   return answer[0].upper() + answer[1:]
 
 
-def _caption_explanation(s: Scene, rng) -> str:
-  """Opener, one clause a shape ("Shape 2 seems big, old, dark and wet."), closer."""
-  sentences = [v5._pick(rng, v5._OPENERS)]
-  for k in range(len(s.fields)):
-    n = _CAPTION_COUNTS[rng.integers(len(_CAPTION_COUNTS))]
-    adj = list(rng.choice(_CAPTION_ADJECTIVES, size=n, replace=False))
-    sentences.append(f"Shape {k + 1} {v5._pick(rng, _CAPTION_VERBS)} {', '.join(adj[:-1])} and {adj[-1]}.")
-  sentences.append(v5._pick(rng, v5._EXPLAIN["caption"]["close"]))
-  return " ".join(sentences)
+def _caption_clause(s: Scene, k: int, rng) -> str:
+  """The k-th shape's clause for v5._explanation: "shape 2 seems big, old, dark and wet"."""
+  n = _CAPTION_COUNTS[rng.integers(len(_CAPTION_COUNTS))]
+  adj = list(rng.choice(_CAPTION_ADJECTIVES, size=n, replace=False))
+  return f"{v5._subject(s, k)} {v5._pick(rng, _CAPTION_VERBS)} {', '.join(adj[:-1])} and {adj[-1]}"
 
 
 def _answer(s: Scene, rng) -> str:
   if s.task != "caption":
     return v5._answer(s, rng)
-  return _caption_reading(s, rng) + READING_END + _caption_explanation(s, rng)
+  return _caption_reading(s, rng) + READING_END + v5._explanation(s, rng, clause=_caption_clause)
 
 
 STREAM = Stream(VERSION, QUESTIONS, v4.STREAM.scene, v4.STREAM.draw, _answer, v4.STREAM.salts)
