@@ -201,3 +201,25 @@ def test_tau_interval_resamples_prompts():
   tau = (3 + 16 + 5) / 7
   assert 1.0 <= lo < tau < hi <= 8.0
   assert rep.tau_interval([np.array([1])]) == (None, None)
+
+
+def test_markdown_prints_the_image_test_gains():
+  """Gain = correct - swapped, its interval the change's negated; a pre-drafter-swap report (no
+  drafter_mismatched) prints '-' there; a task without a real image test prints no row."""
+  def res(correct, drf, both):
+    def ch(x):
+      return dict(diff=x - correct, lo=x - correct - 0.5, hi=x - correct + 0.25)
+    return dict(budget=63, positions=120, correct=dict(accepted=correct), mismatched=dict(accepted=both),
+                drafter_mismatched=dict(accepted=drf),
+                change=dict(accepted=ch(both), drafter_accepted=ch(drf), entropy=ch(0.0)))
+  old = res(6.0, 0.0, 5.0)
+  del old["drafter_mismatched"], old["change"]["drafter_accepted"]
+  report = {"tasks": {"grounded": {"methods": {}, "image_test": res(6.74, 3.80, 6.77)},
+                      "open": {"methods": {}, "image_test": old},
+                      "stub": {"methods": {}, "image_test": {"records": 2, "budget": 63}}},
+            "geomean": {}, "entropy_law": {"method": None}}
+  md = report_markdown.markdown(report)
+  assert "Image test (glance N = 63" in md
+  assert "| grounded | 120 | 6.74 | 3.80 | +2.94 [2.69, 3.44] | 6.77 | -0.03 [-0.28, 0.47] |" in md
+  assert "| open | 120 | 6.00 | - | - | 5.00 | +1.00 [0.75, 1.50] |" in md
+  assert "| stub |" not in md

@@ -61,16 +61,41 @@ def test_image_swap_report(setup):
   assert res["positions"] == sum(r["positions"] for r in res["per_record"]) > 0
   assert {r["id"] for r in res["per_record"]} == {r.id for r in records}
   assert all(r["mismatched_with"] != r["id"] for r in res["per_record"])
-  for cond in ("correct", "mismatched"):
+  for cond in ("correct", "mismatched", "drafter_mismatched"):
     c = res[cond]
     assert 0 <= c["accepted"] <= 15 and c["tau"] == pytest.approx(c["accepted"] + 1) and c["entropy"] > 0
-  for key in ("accepted", "entropy"):
+  for key, cond, field in (("accepted", "mismatched", "accepted"), ("entropy", "mismatched", "entropy"),
+                           ("drafter_accepted", "drafter_mismatched", "accepted")):
     ch = res["change"][key]
     assert ch["lo"] <= ch["diff"] <= ch["hi"]
-    assert ch["diff"] == pytest.approx(res["mismatched"][key] - res["correct"][key])
+    assert ch["diff"] == pytest.approx(res[cond][field] - res["correct"][field])
+  assert res["drafter_mismatched"]["entropy"] == res["mismatched"]["entropy"]   # the features' own target
   assert res["change"]["entropy"]["diff"] != 0.0                          # another image changes the target
   assert res["teacher_forced_agrees"] == 1.0
   with pytest.raises(ValueError, match="at least 2 records with images"):
     run_image_swap(target, head, records[:1] + [text_only], budget=BUDGET, max_new_tokens=MAX_NEW)
   with pytest.raises(ValueError, match="target.path is None"):
     run_image_swap(dataclasses.replace(target, path=None), head, records, budget=BUDGET, max_new_tokens=MAX_NEW)
+
+
+def test_drafter_swap_is_the_mismatched_drafts_walked_against_the_correct_target(setup):
+  """also_verify: the drafts of the mismatched prompt's features, walked against the correct
+  image's greedy choices; against the mismatched target's own choices it is the system swap, and
+  against the correct prompt's drafts it is the correct condition."""
+  target, head, records = setup
+  processor = Processor.from_pretrained(str(target.path))
+  rec, other = records[0], records[1]
+  inputs = prepare_inputs(processor, rec.prompt, list(rec.images))
+  other_inputs = prepare_inputs(processor, rec.prompt, list(other.images))
+  traj = np.asarray(generate(target, inputs, method="ar", max_new_tokens=MAX_NEW).tokens[0])
+  cor = teacher_forced_rounds(target, head, inputs, traj, budget=BUDGET, also_verify=traj)
+  np.testing.assert_array_equal(cor["accepted_also"], cor["accepted"])   # verify with y == verify with g == y
+  mis = teacher_forced_rounds(target, head, other_inputs, traj, budget=BUDGET)
+  both = teacher_forced_rounds(target, head, other_inputs, traj, budget=BUDGET, also_verify=mis["greedy"])
+  np.testing.assert_array_equal(both["accepted_also"], mis["accepted"])
+  drf = teacher_forced_rounds(target, head, other_inputs, traj, budget=BUDGET, also_verify=traj)
+  assert drf["accepted_also"].shape == cor["accepted"].shape
+  assert not np.array_equal(mis["greedy"], traj)                          # the swap moves the target here,
+  assert not np.array_equal(drf["accepted_also"], mis["accepted"])        # so the two swaps differ
+  with pytest.raises(ValueError, match="also_verify"):
+    teacher_forced_rounds(target, head, inputs, traj, budget=BUDGET, also_verify=traj[:-1])

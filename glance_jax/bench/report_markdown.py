@@ -29,6 +29,14 @@ def _tau(s: Mapping[str, Any]) -> str:
   return f"{s['tau']:.2f} [{ci['lo']:.2f}, {ci['hi']:.2f}]"
 
 
+def _gain(change: Mapping[str, Any]) -> str:
+  """correct - swapped from a change (swapped - correct) with its interval."""
+  d, lo, hi = change["diff"], change.get("lo"), change.get("hi")
+  if lo is None or hi is None:
+    return f"{-d:+.2f}"
+  return f"{-d:+.2f} [{-hi:.2f}, {-lo:.2f}]"
+
+
 def markdown(report: Mapping[str, Any]) -> str:
   """One row per task and method, then one per method for the geometric mean over tasks, the
   tree-over-chain tau ratio per task, then the entropy law of the primary method: the summary
@@ -58,6 +66,23 @@ def markdown(report: Mapping[str, Any]) -> str:
       if v:
         lines.append(f"| {name} | {v['tree_tau']:.2f} | {v['chain_tau']:.2f} | "
                      f"{_ci({'speedup': v['ratio'], 'lo': v['lo'], 'hi': v['hi']})} |")
+  img = {name: t.get("image_test") for name, t in report["tasks"].items()}
+  img = {name: v for name, v in img.items() if v and "correct" in v}
+  if img:
+    first = next(v for v in img.values() if v)
+    lines += ["", f"Image test (glance N = {first['budget']}, teacher-forced along the correct-image answer; "
+              "gain = correct minus swapped accepted length, paired over positions; the draft's image swapped: "
+              "the head drafts from another image's features, the correct-image target verifies; both "
+              "swapped: the target too, bench/image_swap.py):", "",
+              "| task | positions | accepted, correct | draft's image swapped | gain [95% CI] "
+              "| both swapped | gain [95% CI] |", "|" + "---|" * 7]
+    for name, v in img.items():
+        cells = []
+        for cond, key in (("drafter_mismatched", "drafter_accepted"), ("mismatched", "accepted")):
+          ch = v.get("change", {}).get(key)
+          cells.append("- | -" if cond not in v or not ch else
+                       f"{_f(v[cond]['accepted'])} | {_gain(ch)}")
+        lines.append(f"| {name} | {v['positions']} | {_f(v['correct']['accepted'])} | " + " | ".join(cells) + " |")
   dvs = {name: (t, t.get("draft_vocab")) for name, t in report["tasks"].items()}
   if any(v for _, v in dvs.values()):
     lines += ["", "Draft vocabulary (the arm's head drafts over K tokens; coverage = share inside them):", "",
@@ -83,7 +108,7 @@ def markdown(report: Mapping[str, Any]) -> str:
                  if r in v["rivals"] else "- | -" for r in rivals]
         lines.append(f"| {name} | {v['glance']} | {v['glance_tau']:.2f} | " + " | ".join(cells) + " |")
   dec = {name: t["methods"] for name, t in report["tasks"].items()
-         if all("decode_speedup_vs_ar" in s for s in t["methods"].values())}
+         if t["methods"] and "ar" in t["methods"] and all("decode_speedup_vs_ar" in s for s in t["methods"].values())}
   if dec:
     labels = [lb for lb in next(iter(dec.values())) if lb != "ar"]
     lines += ["", "The decode loop alone (prefill excluded; what the same rounds give on a long answer), "

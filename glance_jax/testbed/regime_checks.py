@@ -1,0 +1,184 @@
+"""Does a built testbed sit in the paper's regime? Issue 23's must-shows, read off the bench reports.
+
+    python -m glance_jax.testbed.regime_checks --bench testbed/results/bench.json \
+        --memory testbed/results/bench_memory.json --eval testbed/eval.json [--markdown out.md]
+
+`--bench` is a compute-regime `decode.py bench` report with chain, glance-63, its zero-context
+ablation, the entropy law and the image test (--ablate zero-context --image-test); `--memory` a
+memory-regime report with glance-auto (plain and / or [parent]); `--eval` the build's held-out
+evaluation (testbed/evaluate.py). Each check is computed from those numbers alone, per task, with
+the threshold beside it; a check whose inputs are absent says so ("missing") instead of passing.
+Nothing is re-measured here: the verdicts are exactly the reports' figures against the bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+from typing import Any, Callable, Mapping
+
+from glance_jax.analysis.law_report import law_checks
+
+TAU_BAND = (2.5, 8.0)     # glance-63's tau, every task (the paper: 3.09-5.12 at 8B)
+MAX_CAP_SHARE = 0.10      # rounds at the block cap (A = L), every task
+MIN_ACCURACY = 0.95       # held-out clear fields read right, grounded tasks
+MIN_TREE_OVER_CHAIN = 1.2  # lower CI bound of glance-63 tau / chain tau
+MAX_ZEROED_TAU = 1.3      # glance-63 with the head's target features zeroed
+AUTO_FLOOR = 0.97         # glance-auto's lower CI bound vs AR, every task
+AUTO_BEST = 1.5           # glance-auto's speedup on the best grounded task
+TREE = "glance-63"
+
+
+def _num(v: Any, fmt: str = ".2f") -> str:
+  return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+
+def _row(name: str, bound: str, values: Mapping[str, str], ok: bool | None, note: str = "") -> dict:
+  return dict(check=name, bound=bound, values=dict(values), passes=ok, note=note)
+
+
+def _per_task(tasks: Mapping[str, Any], get: Callable[[Mapping[str, Any]], Any]) -> dict[str, Any]:
+  out = {}
+  for name, t in tasks.items():
+    try:
+      out[name] = get(t)
+    except (KeyError, TypeError):
+      out[name] = None
+  return out
+
+
+def _all(vals: Mapping[str, Any], ok: Callable[[Any], bool]) -> bool | None:
+  if not vals or any(v is None for v in vals.values()):
+    return None
+  return all(ok(v) for v in vals.values())
+
+
+def check(bench: Mapping[str, Any] | None, memory: Mapping[str, Any] | None,
+          evaluation: Mapping[str, Any] | None, grounded: tuple[str, ...], open_: tuple[str, ...]) -> list[dict]:
+  """The must-shows as rows {check, bound, values (per task, formatted), passes (None: missing), note}."""
+  rows = []
+  if evaluation is not None:
+    acc = {t: (evaluation.get(t) or {}).get("fields_clear") for t in grounded}
+    rows.append(_row("held-out clear fields read right (grounded)", f">= {MIN_ACCURACY}",
+                     {t: _num(v) for t, v in acc.items()}, _all(acc, lambda v: v >= MIN_ACCURACY)))
+  else:
+    rows.append(_row("held-out clear fields read right (grounded)", f">= {MIN_ACCURACY}", {}, None, "no --eval"))
+  tasks = (bench or {}).get("tasks", {})
+  tau = _per_task(tasks, lambda t: t["methods"][TREE]["tau"])
+  rows.append(_row(f"{TREE} tau", f"{TAU_BAND[0]}-{TAU_BAND[1]}", {t: _num(v) for t, v in tau.items()},
+                   _all(tau, lambda v: TAU_BAND[0] <= v <= TAU_BAND[1])))
+  cap = _per_task(tasks, lambda t: t["methods"][TREE]["share_at_block_cap"])
+  rows.append(_row("rounds at the block cap", f"<= {MAX_CAP_SHARE}", {t: _num(v) for t, v in cap.items()},
+                   _all(cap, lambda v: v <= MAX_CAP_SHARE)))
+  ent = _per_task(tasks, lambda t: t["methods"][TREE]["mean_root_entropy"])
+  g = [ent.get(t) for t in grounded if t in ent]
+  o = [ent.get(t) for t in open_ if t in ent]
+  ok = None if not g or not o or None in g + o else max(g) < min(o)
+  rows.append(_row("mean root entropy, grounded below open", "max grounded < min open",
+                   {t: _num(v) for t, v in ent.items()}, ok))
+  toc = _per_task(tasks, lambda t: t["tree_over_chain"])
+  rows.append(_row("tree over chain at N = 63 [95% CI]", f"lower >= {MIN_TREE_OVER_CHAIN}",
+                   {t: f"{v['ratio']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}]" if v else "-" for t, v in toc.items()},
+                   _all(toc, lambda v: v["lo"] >= MIN_TREE_OVER_CHAIN)))
+  zero = _per_task(tasks, lambda t: t["methods"][f"{TREE}[zero-context]"]["tau"])
+  rows.append(_row("zeroed-conditioning tau", f"<= {MAX_ZEROED_TAU}", {t: _num(v) for t, v in zero.items()},
+                   _all(zero, lambda v: v <= MAX_ZEROED_TAU)))
+  rows += _image_rows(tasks, grounded, open_)
+  law = _per_task(tasks, lambda t: law_checks(t["entropy_law"]))
+  rows.append(_row("entropy law: b1/se >= 3, isotonic R^2 >= 0.8", "both, every task",
+                   {t: f"{_num(c['z_b1'], '.1f')} ({_num(c['isotonic_r2'])})" if c else "-" for t, c in law.items()},
+                   _all(law, lambda c: bool(c["passes"]))))
+  lossless = {t: all(s["lossless"] for s in tt["methods"].values()) for t, tt in tasks.items()}
+  rows.append(_row("every arm identical to AR (compute bench)", "every prompt",
+                   {t: "yes" if v else "NO" for t, v in lossless.items()}, _all(lossless, bool)))
+  rows += _speed_rows((memory or {}).get("tasks", {}), grounded)
+  return rows
+
+
+def _image_rows(tasks, grounded, open_) -> list[dict]:
+  """The drafter-side swap (bench/image_swap.py): gain = correct - swapped accepted length."""
+  def gain(t):
+    ch = t["image_test"]["change"]["drafter_accepted"]
+    return dict(d=-ch["diff"], lo=-ch["hi"], hi=-ch["lo"])
+  gains = _per_task(tasks, gain)
+  g = [gains[t]["d"] for t in grounded if gains.get(t)]
+  o = [gains[t]["d"] for t in open_ if gains.get(t)]
+  larger = None if len(g) != len([t for t in grounded if t in gains]) or not o else min(g) > max(o)
+  return [
+      _row("correct over swapped image (draft's view), accepted-length gain [95% CI]", "lower > 0, every task",
+           {t: f"{v['d']:+.2f} [{v['lo']:.2f}, {v['hi']:.2f}]" if v else "-" for t, v in gains.items()},
+           _all(gains, lambda v: v["lo"] > 0)),
+      _row("... larger on the grounded tasks", "min grounded > max open", {}, larger),
+  ]
+
+
+def _speed_rows(tasks, grounded) -> list[dict]:
+  """glance-auto (each variant the report holds) against AR, memory-bound regime."""
+  rows = []
+  labels = sorted({lb for t in tasks.values() for lb in t["methods"] if lb.startswith("glance-auto")})
+  if not labels:
+    return [_row("glance-auto vs AR, memory-bound", f"lower >= {AUTO_FLOOR}; best grounded >= {AUTO_BEST}", {}, None,
+                 "no memory-regime report with glance-auto")]
+  for lb in labels:
+    sp = _per_task(tasks, lambda t: t["methods"][lb]["speedup_vs_ar"])
+    widths = _per_task(tasks, lambda t: t["methods"][lb].get("widths_used"))
+    rows.append(_row(f"{lb} vs AR, memory-bound [95% CI] (widths)", f"lower >= {AUTO_FLOOR}",
+                     {t: f"{v['speedup']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}] ({'/'.join(map(str, widths[t] or []))})"
+                      if v else "-" for t, v in sp.items()},
+                     _all(sp, lambda v: v["lo"] >= AUTO_FLOOR)))
+    best = [sp[t]["speedup"] for t in grounded if sp.get(t)]
+    rows.append(_row(f"... {lb} on the best grounded task", f">= {AUTO_BEST}",
+                     {}, None if not best else max(best) >= AUTO_BEST, f"best {max(best):.2f}" if best else ""))
+  lossless = {t: all(s["lossless"] for s in tt["methods"].values()) for t, tt in tasks.items()}
+  rows.append(_row("every arm identical to AR (memory bench)", "every prompt",
+                   {t: "yes" if v else "NO" for t, v in lossless.items()}, _all(lossless, bool)))
+  return rows
+
+
+def markdown(rows: list[dict], tasks: list[str]) -> str:
+  lines = ["| must show | bound | " + " | ".join(tasks) + " | passes |", "|" + "---|" * (len(tasks) + 3)]
+  for r in rows:
+    verdict = {True: "yes", False: "**no**", None: "missing"}[r["passes"]]
+    if r["note"]:
+      verdict += f" ({r['note']})"
+    lines.append(f"| {r['check']} | {r['bound']} | " + " | ".join(r["values"].get(t, "") for t in tasks)
+                 + f" | {verdict} |")
+  return "\n".join(lines) + "\n"
+
+
+def _load(path: str | None, flag: str) -> dict | None:
+  if path is None:
+    return None
+  p = pathlib.Path(path)
+  try:
+    return json.loads(p.read_text())
+  except FileNotFoundError:
+    raise SystemExit(f"{flag} {p}: not found") from None
+  except ValueError as e:
+    raise SystemExit(f"{flag} {p}: not JSON ({e})") from None
+
+
+def main(argv=None) -> list[dict]:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--bench", help="compute-regime bench report (JSON)")
+  ap.add_argument("--memory", help="memory-regime bench report (JSON)")
+  ap.add_argument("--eval", dest="evaluation", help="the build's eval.json")
+  ap.add_argument("--suite", default=None, help="suite version naming the grounded / open tasks "
+                  "(default: the shipped testbed's)")
+  ap.add_argument("--markdown", help="also write the table here")
+  args = ap.parse_args(argv)
+  from glance_jax.testbed import paths, suites
+  suite = suites.get(args.suite) if args.suite else paths.suite()
+  bench, memory = _load(args.bench, "--bench"), _load(args.memory, "--memory")
+  rows = check(bench, memory, _load(args.evaluation, "--eval"), tuple(suite.GROUNDED), tuple(suite.OPEN))
+  md = markdown(rows, list(suite.TASKS))
+  print(md, end="")
+  if args.markdown:
+    pathlib.Path(args.markdown).write_text(md)
+  return rows
+
+
+if __name__ == "__main__":
+  main()
