@@ -220,6 +220,6 @@ def test_markdown_prints_the_image_test_gains():
             "geomean": {}, "entropy_law": {"method": None}}
   md = report_markdown.markdown(report)
   assert "Image test (glance N = 63" in md
-  assert "| grounded | 120 | 6.74 | 3.80 | +2.94 [2.69, 3.44] | 6.77 | -0.03 [-0.28, 0.47] |" in md
-  assert "| open | 120 | 6.00 | - | - | 5.00 | +1.00 [0.75, 1.50] |" in md
+  assert "| grounded | 120 | 6.74 | 3.80 | +2.94 [2.69, 3.44] (+77%) | 6.77 | -0.03 [-0.28, 0.47] (-0%) |" in md
+  assert "| open | 120 | 6.00 | - | - | 5.00 | +1.00 [0.75, 1.50] (+20%) |" in md
   assert "| stub |" not in md

@@ -56,7 +56,7 @@ def test_a_report_in_the_regime_passes_every_check():
     ("chart", dict(h=0.6), "mean root entropy, grounded below open"),
     ("caption", dict(lo=1.19), "tree over chain at N = 63 [95% CI]"),
     ("caption", dict(zero=1.31), "zeroed-conditioning tau"),
-    ("table", dict(gain=(1.0, -0.1, 2.0)), "correct over swapped image (draft's view), accepted-length gain [95% CI]"),
+    ("table", dict(gain=(1.0, -0.1, 2.0)), "correct over swapped image (draft's view), accepted-length gain [95% CI] (/ swapped)"),
     ("table", dict(gain=(0.4, 0.1, 0.7)), "... larger on the grounded tasks"),
     ("chart", dict(law=(2.9, 0.9)), "entropy law: b1/se >= 3, isotonic R^2 >= 0.8"),
     ("chart", dict(law=(4.0, 0.79)), "entropy law: b1/se >= 3, isotonic R^2 >= 0.8"),
@@ -88,7 +88,7 @@ def test_missing_inputs_are_missing_not_passes(tmp_path, capsys):
   del bench["tasks"]["chart"]["image_test"]
   v, _ = _verdicts(bench)
   assert v["held-out clear fields read right (grounded)"] is None
-  assert v["correct over swapped image (draft's view), accepted-length gain [95% CI]"] is None
+  assert v["correct over swapped image (draft's view), accepted-length gain [95% CI] (/ swapped)"] is None
   assert v["glance-auto vs AR, memory-bound"] is None
   (tmp_path / "b.json").write_text(json.dumps(bench))
   rows = rc.main(["--bench", str(tmp_path / "b.json"), "--suite", "v5b", "--markdown", str(tmp_path / "c.md")])

@@ -73,15 +73,19 @@ def markdown(report: Mapping[str, Any]) -> str:
     lines += ["", f"Image test (glance N = {first['budget']}, teacher-forced along the correct-image answer; "
               "gain = correct minus swapped accepted length, paired over positions; the draft's image swapped: "
               "the head drafts from another image's features, the correct-image target verifies; both "
-              "swapped: the target too, bench/image_swap.py):", "",
+              "swapped: the target too, bench/image_swap.py; (x%) = gain / swapped, the paper's measure):", "",
               "| task | positions | accepted, correct | draft's image swapped | gain [95% CI] "
               "| both swapped | gain [95% CI] |", "|" + "---|" * 7]
     for name, v in img.items():
         cells = []
         for cond, key in (("drafter_mismatched", "drafter_accepted"), ("mismatched", "accepted")):
           ch = v.get("change", {}).get(key)
-          cells.append("- | -" if cond not in v or not ch else
-                       f"{_f(v[cond]['accepted'])} | {_gain(ch)}")
+          if cond not in v or not ch:
+            cells.append("- | -")
+            continue
+          swapped = v[cond]["accepted"]   # the paper's "lengthens accepted blocks by x%": gain / swapped
+          rel = f" ({-ch['diff'] / swapped:+.0%})" if swapped else ""
+          cells.append(f"{_f(swapped)} | {_gain(ch)}{rel}")
         lines.append(f"| {name} | {v['positions']} | {_f(v['correct']['accepted'])} | " + " | ".join(cells) + " |")
   dvs = {name: (t, t.get("draft_vocab")) for name, t in report["tasks"].items()}
   if any(v for _, v in dvs.values()):

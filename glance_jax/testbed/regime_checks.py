@@ -101,14 +101,16 @@ def _image_rows(tasks, grounded, open_) -> list[dict]:
   """The drafter-side swap (bench/image_swap.py): gain = correct - swapped accepted length."""
   def gain(t):
     ch = t["image_test"]["change"]["drafter_accepted"]
-    return dict(d=-ch["diff"], lo=-ch["hi"], hi=-ch["lo"])
+    swapped = (t["image_test"].get("drafter_mismatched") or {}).get("accepted")
+    return dict(d=-ch["diff"], lo=-ch["hi"], hi=-ch["lo"], rel=-ch["diff"] / swapped if swapped else None)
   gains = _per_task(tasks, gain)
   g = [gains[t]["d"] for t in grounded if gains.get(t)]
   o = [gains[t]["d"] for t in open_ if gains.get(t)]
   larger = None if len(g) != len([t for t in grounded if t in gains]) or not o else min(g) > max(o)
   return [
-      _row("correct over swapped image (draft's view), accepted-length gain [95% CI]", "lower > 0, every task",
-           {t: f"{v['d']:+.2f} [{v['lo']:.2f}, {v['hi']:.2f}]" if v else "-" for t, v in gains.items()},
+      _row("correct over swapped image (draft's view), accepted-length gain [95% CI] (/ swapped)", "lower > 0, every task",
+           {t: f"{v['d']:+.2f} [{v['lo']:.2f}, {v['hi']:.2f}]" + (f" ({v['rel']:+.0%})" if v["rel"] is not None else "")
+            if v else "-" for t, v in gains.items()},
            _all(gains, lambda v: v["lo"] > 0)),
       _row("... larger on the grounded tasks", "min grounded > max open", {}, larger),
   ]
