@@ -21,10 +21,10 @@ from types import ModuleType
 _MODULES = {
     "v4": "glance_jax.testbed.suite_v4",
     "v5": "glance_jax.testbed.suite_v5",
-    "v5b": "glance_jax.testbed.suite_v5b",   # v5 with the caption's forks (being built; not shipped)
+    "v5b": "glance_jax.testbed.suite_v5b",   # v5 with the caption's forks: shipped since stop 45
 }
 VERSIONS = tuple(_MODULES)
-DEFAULT = "v5"          # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
+DEFAULT = "v5b"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
 MARKER = "suite.json"
 
 
