@@ -36,8 +36,8 @@ decode would accept if the head's view of the image were wrong and the verifier'
 swaps answer different questions. `mismatched` (the whole system sees another image) is ~0 for a
 head that reads the image exactly as the target does, and also for one that ignores both image and
 target; `drafter_mismatched` separates them: it falls as far as the head's drafts depend on the
-image (measured on the testbed v5b chart task, 4 prompts: 6.74 correct, 6.77 mismatched, 3.80
-drafter_mismatched).
+image (the shipped v5b's chart task, 64 prompts, testbed/results/bench.md: 6.59 correct, 6.59
+mismatched, 3.96 drafter_mismatched).
 
 Returned: per condition the means of a and H over all (record, t) positions (the same positions in
 every condition; H of drafter_mismatched is the mismatched target's, the one its features carry),
