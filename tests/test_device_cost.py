@@ -1,6 +1,7 @@
 """glance-auto's round costs measured on this machine at first use and cached (bench/device_cost.py)."""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -55,6 +56,13 @@ def test_first_use_measures_then_the_cache_answers(world, tmp_path, monkeypatch)
   dc.device_round_cost(target, head, inputs, budget=15, max_new_tokens=8, log=said.append)
   assert calls == [1, 1] and any("no longer matches" in s for s in said)
   assert dc.table_path(dc.table_key(target, head, batch=1, budget=63)) != path
+  # a new built-in calibration (a new shipped head) names another file: measured again, not reused
+  other = tmp_path / "other_default.json"
+  base = json.loads(pathlib.Path(policies.default_round_cost(1).path).read_text())
+  base["calibration"] = {"predicted": [0.0, 15.0], "observed": [0.0, 7.5]}
+  other.write_text(json.dumps(base))
+  monkeypatch.setattr(policies, "default_round_cost", lambda batch=1: policies.read_round_cost(other))
+  assert dc.table_path(dc.table_key(target, head, batch=1, budget=15)) != path
 
 
 def test_decode_cli_says_whose_costs_chose_the_widths(world, tmp_path, monkeypatch):

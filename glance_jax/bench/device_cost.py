@@ -5,7 +5,8 @@ they mis-choose (a 32 MiB-L3 machine: the testbed's t_round(15) / t_AR 8.0 again
 glance-auto 0.86x AR on caption there against glance-15's 0.93x). `--round-cost device` instead:
 
   1. looks for a table measured for this key: the backend and device kind, the target's and the
-     head's shapes and dtype, the batch and the budget (a hash of them names the file) under
+     head's shapes and dtype, the batch, the budget and a hash of the built-in table's calibration
+     (a hash of them all names the file) under
      $GLANCE_JAX_CACHE/round_cost (default ~/.cache/glance_jax/round_cost);
   2. if none, times the real loop on the prompt at hand (bench/calibrate.measure_costs: AR and every
      width glance-auto and ngram may compile, each forced in its own loop, `reps` interleaved runs
@@ -53,7 +54,18 @@ def table_key(target, head, *, batch: int, budget: int) -> dict:
           "hidden_size": t.hidden_size, "num_layers": t.num_hidden_layers, "vocab_size": t.vocab_size,
           "dtype": str(getattr(target.dtype, "__name__", target.dtype)), "head_layers": h.num_hidden_layers,
           "block_size": h.block_size, "batch": int(batch), "budget": int(budget),
-          "table_version": TABLE_VERSION}
+          "table_version": TABLE_VERSION, "calibration": calibration_digest(batch)}
+
+
+def calibration_digest(batch: int) -> str:
+  """A hash of what a measured table takes from the built-in one: its E[A] calibration and the
+  calibration rounds the compiled set is replayed on (the shipped head's, not the device's). In the
+  key, so that a new built-in calibration (a new testbed head) measures the device again instead of
+  reusing a table whose compiled set the old head's rounds chose."""
+  from glance_jax.decode import policies
+  base = json.loads(pathlib.Path(policies.default_round_cost(batch).path).read_text())
+  part = {k: base.get(k) for k in ("calibration", "replay")}
+  return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def table_path(key: dict) -> pathlib.Path:
