@@ -11,8 +11,12 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${1:-/tmp/venv-jax011}"
-PY="$(command -v python3.12 || ls -d /root/.pyenv/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1 || true)"
-[ -n "$PY" ] || { echo "jax011_side_venv.sh: no python3.12 on PATH or under /root/.pyenv/versions" >&2; exit 2; }
+# the first candidate that runs: a pyenv shim on PATH fails when 3.12 is not the selected version
+PY=""
+for c in "$(command -v python3.12 || true)" $(ls -d /root/.pyenv/versions/3.12.*/bin/python3.12 2>/dev/null | sort -r); do
+  if [ -n "$c" ] && "$c" --version >/dev/null 2>&1; then PY="$c"; break; fi
+done
+[ -n "$PY" ] || { echo "jax011_side_venv.sh: no working python3.12 on PATH or under /root/.pyenv/versions" >&2; exit 2; }
 REQ="$(mktemp)"
 sed -e 's/^jax==0\.10\.2/jax==0.11.2/' -e 's/^jaxlib==0\.10\.2/jaxlib==0.11.2/' \
     -e 's/^\(flax\|tensorflow-datasets\|array_record\)==.*/\1/' "$ROOT/requirements.txt" > "$REQ"
