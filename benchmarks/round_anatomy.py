@@ -71,6 +71,7 @@ def anatomy(target, head, prompts, *, budget: int, max_new_tokens: int, edges, z
   decode = processor.tokenizer.decode
   heads = {"glance": head} | ({"zeroed": head.ablated("zero-context")} if zeroed else {})
   rounds = {k: [] for k in heads}
+  accepted = {k: [] for k in heads}       # every round's a, as the bench's tau counts them
   for prompt, images in prompts:
     inputs = prepare_inputs(processor, prompt, list(images))
     ar = np.asarray(generate(target, inputs, method="ar", max_new_tokens=max_new_tokens).tokens[0])
@@ -79,11 +80,13 @@ def anatomy(target, head, prompts, *, budget: int, max_new_tokens: int, edges, z
       if not np.array_equal(np.asarray(res.tokens[0]), ar):
         raise AssertionError(f"{k} at budget {budget} is not AR's output on prompt {prompt[:40]!r}")
       rounds[k] += rounds_of(res.tokens[0], res.accepted[0], res.root_entropy[0], decode)
+      accepted[k].append(np.asarray(res.accepted[0]))
   out = {"budget": budget, "prompts": len(prompts), "bands": bands_of(rounds["glance"], edges)}
   if zeroed:
-    z = rounds["zeroed"]
-    out["zeroed"] = {"rounds": len(z), "accepted": sum(r["accepted"] for r in z),
-                     "tau": 1 + sum(r["accepted"] for r in z) / max(1, len(z)), "by_text": zeroed_tally(z)}
+    a = np.concatenate(accepted["zeroed"])
+    out["zeroed"] = {"rounds": int(a.size), "accepted": int(a.sum()),
+                     "tau": float(np.mean(a + 1)) if a.size else 1.0,   # GenerationResult.tau, pooled
+                     "by_text": zeroed_tally(rounds["zeroed"])}
   return out
 
 
