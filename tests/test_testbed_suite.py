@@ -321,3 +321,57 @@ def test_v5b_answer_lengths():
   n = [len(tok.encode(V5B.render("caption", "train", i)[2]).ids) for i in range(60)]
   assert 88 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 170, (min(n), max(n))
   assert max(n) + 60 <= V5B.TARGET_TRAIN["seq_len"] and max(n) < V5B.ANSWER_TOKENS
+
+
+# --- suite v5c: v5b with forks in runs in every explanation --------------------------------------
+
+V5C = suites.get("v5c")
+
+
+def test_v5c_keeps_v5b_readings_and_images():
+  """Every record shows v5b's scene and image with v5b's reading string for string; only the free
+  part after READING_END differs, and the reading still scores every field right."""
+  for task in V5C.TASKS:
+    for split, i in (("heldout", 3), ("train", 11)):
+      sb, imb, ab = V5B.record(task, split, i)
+      s, im, a = V5C.record(task, split, i)
+      assert s.content == sb.content and im.tobytes() == imb.tobytes()
+      assert V5C.reading(a) == V5B.reading(ab) and a != ab, (task, a)
+      sc = evaluate.score(task, V5C.reading(a), s)
+      assert sc["all_hits"] == sc["all_n"] == len(s.fields), (task, a)
+
+
+def test_v5c_clauses():
+  """Over 200 answers a task: a grounded clause says two or three adjectives (both counts occur), a
+  lines clause names its line's first and last word as read, a caption clause starts "It" and says
+  five to seven; no clause repeats an adjective."""
+  import re
+  for task in V5C.TASKS:
+    counts = set()
+    for i in range(200):
+      s, _, a = V5C.record(task, "train", i)
+      free = a.split(V5C.READING_END)[1]
+      if task == "caption":
+        clauses = re.findall(r"It (is|looks|seems) ([^.]+)\.", free)
+        assert len(clauses) == len(s.fields), a
+      else:
+        clauses = re.findall(r"(?:ow|ar|ine) [^.]*? (looks|seems|appears) ([^.]+)\.", free)
+        assert len(clauses) == (4 if task == "lines" else len(s.fields)), a
+      if task == "lines":
+        named = re.findall(r"ine (\d) \((\w+), (\w+)\)", free)
+        assert [(int(n), f, l) for n, f, l in named] == [(k + 1, s.fields[3 * k], s.fields[3 * k + 2]) for k in range(4)]
+      for _, said in clauses:
+        adj = re.split(r", | and ", said)
+        assert len(set(adj)) == len(adj) and set(adj) <= set(V5B._CAPTION_ADJECTIVES), said
+        counts.add(len(adj))
+    assert counts == (set(V5C._CAPTION_COUNTS) if task == "caption" else set(V5C._GROUNDED_COUNTS)), (task, counts)
+
+
+def test_v5c_answer_lengths():
+  """About 96-192 tokens an answer (the shortest captions ~87), within seq_len and ANSWER_TOKENS."""
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  for task in V5C.TASKS:
+    n = [len(tok.encode(V5C.render(task, "train", i)[2]).ids) for i in range(60)]
+    assert 85 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 170, (task, min(n), max(n))
+    assert max(n) + 60 <= V5C.TARGET_TRAIN["seq_len"] and max(n) < V5C.ANSWER_TOKENS

@@ -22,6 +22,7 @@ _MODULES = {
     "v4": "glance_jax.testbed.suite_v4",
     "v5": "glance_jax.testbed.suite_v5",
     "v5b": "glance_jax.testbed.suite_v5b",   # v5 with the caption's forks: shipped since stop 45
+    "v5c": "glance_jax.testbed.suite_v5c",   # v5b with forks in runs in every explanation (stop 47)
 }
 VERSIONS = tuple(_MODULES)
 DEFAULT = "v5b"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
