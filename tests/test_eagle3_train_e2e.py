@@ -7,6 +7,9 @@
              (counted here from the regenerated file, independently of the code), its coverage is
              returned, the head carries the same d2t / t2d, and a rerun whose rows give another
              vocabulary stops with an error naming the file
+  warm start head_init=<a saved head> starts from its weights: at lr 0 the export is that head to
+             the bit, and the first step's loss is the saved head's, not a random one's; a head of
+             another draft vocabulary is refused, naming the file
   resume     a run killed with SIGKILL resumes from its orbax checkpoint to exactly the parameters
              of the uninterrupted run (as tests/test_train_e2e.py asserts for the GLANCE head)
   errors     a bad drafter name is a one-line error naming the key
@@ -122,6 +125,22 @@ def test_draft_vocabulary_file_and_coverage(trained):
   # Another vocabulary in the same workdir (here: another K) is refused before any step runs.
   with pytest.raises(ValueError, match="eagle3_vocab.npz"):
     cli.main(_args(root, root / "a", f"eagle3_draft_vocab={K // 2}"))
+
+
+def test_head_init_starts_from_the_saved_head(trained):
+  root, out = trained
+  warm = cli.main(_args(root, root / "warm", f"head_init={out['export']}", "steps=2", "lr=0.0"))
+  saved, again = _head_arrays(root / "a"), _head_arrays(root / "warm")
+  assert saved.keys() == again.keys()
+  for k in saved:
+    np.testing.assert_array_equal(saved[k], again[k], err_msg=k)
+  first = _metrics(root / "a")[0]["loss"]
+  assert _metrics(root / "warm")[0]["loss"] < 0.99 * first     # not a random head's first loss
+  assert warm["steps"] == 2
+  # A head whose draft vocabulary is not this run's: its lm_head rows stand for other tokens.
+  with pytest.raises(Exception, match="draft vocabulary|draft_vocab_size") as e:
+    cli.main(_args(root, root / "other", f"head_init={out['export']}", f"eagle3_draft_vocab={K // 2}"))
+  assert "eagle3_head" in str(e.value)
 
 
 def test_sigkill_resumes_to_the_uninterrupted_params(trained):

@@ -31,7 +31,7 @@ class TrainConfig:
   target_dtype: str = "bfloat16"           # the frozen target's weights and compute
   head_layers: int = 5                     # DFlash head depth (paper: 5)
   block_size: int = 16                     # B; the head drafts B - 1 tokens
-  head_init: str | None = None             # DFlash checkpoint to start from (paper: z-lab/Qwen3-8B-DFlash-b16)
+  head_init: str | None = None             # DFlash checkpoint to start from (paper: z-lab/Qwen3-8B-DFlash-b16); drafter=eagle3: a midlayer head
   compute_dtype: str = "bfloat16"          # head forward dtype; master weights stay fp32
   # --- data
   task_files: tuple[str, ...] = ()         # JSONL prompt files (glance_jax.data.records); regenerated first

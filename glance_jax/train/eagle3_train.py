@@ -13,6 +13,9 @@ TrainState holding an Eagle3Head's fp32 params), the draft vocabulary, the step 
   distribution over the draft vocabulary is that hidden state against the lm_head rows of the draft
   tokens; then eagle3_objective.ttt_loss, the 7-step training-time test, and AdamW (train/optim.py).
   Tokens are embedded by the target's embed_tokens, frozen, never part of the trained state.
+- Warm start: `head_init=DIR` (a midlayer-format head of this config and draft vocabulary, e.g. the
+  previous build's) starts from its weights with a fresh optimizer state, as the GLANCE head's
+  head_init does: a rival continued on a changed suite, with the same steps as its own recipe allows.
 - Export: save_eagle3 (the released midlayer format, with d2t / t2d), what decode.py --method
   eagle3 --head and load_eagle3 read.
 
@@ -118,20 +121,43 @@ def state_shardings(head_cfg: Eagle3Config, tx: optax.GradientTransformation, me
 
 
 def init_state(head_cfg: Eagle3Config, *, tx: optax.GradientTransformation, seed: int = 0,
-               mesh: Mesh | None = None, rules=shd.DEFAULT_RULES) -> tuple[nnx.GraphDef, TrainState]:
-  """-> (head graphdef, TrainState): a random fp32 head and its optimizer state, created under one
-  jit straight into their shardings (no unsharded copy: multi-process safe). The key is unused by
-  the TTT step (no sampling) but kept, so checkpoints have the GLANCE state's layout."""
+               mesh: Mesh | None = None, rules=shd.DEFAULT_RULES,
+               params: nnx.State | None = None) -> tuple[nnx.GraphDef, TrainState]:
+  """-> (head graphdef, TrainState): a random fp32 head (or `params`, a warm start) and its optimizer
+  state, created under one jit straight into their shardings (no unsharded copy: multi-process
+  safe). The key is unused by the TTT step (no sampling) but kept, so checkpoints have the GLANCE
+  state's layout."""
   graphdef, _ = abstract_head(head_cfg)
 
-  def build():
-    params = init_eagle3(head_cfg, seed=seed, dtype=jnp.float32)[1]
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
-                      key=jax.random.key(seed))
+  def build(start):
+    p = init_eagle3(head_cfg, seed=seed, dtype=jnp.float32)[1] if start is None else start
+    return TrainState(step=jnp.zeros((), jnp.int32), params=p, opt_state=tx.init(p), key=jax.random.key(seed))
 
   if mesh is None:  # committed, like the step's outputs (an uncommitted state recompiles step 2)
-    return graphdef, jax.device_put(jax.jit(build)(), jax.devices()[0])
-  return graphdef, jax.jit(build, out_shardings=state_shardings(head_cfg, tx, mesh, rules))()
+    return graphdef, jax.device_put(jax.jit(build)(params), jax.devices()[0])
+  return graphdef, jax.jit(build, out_shardings=state_shardings(head_cfg, tx, mesh, rules))(params)
+
+
+def warm_params(path: str | os.PathLike, head_cfg: Eagle3Config, target_cfg: Qwen3VLConfig,
+                vocab: DraftVocab) -> nnx.State:
+  """The fp32 params of a saved head to continue (`head_init`): its config must be this run's head
+  config and its d2t this run's draft vocabulary, since a step's lm_head rows are indexed by it;
+  otherwise a CheckpointError naming the file and what differs."""
+  from glance_jax.eagle3 import load_eagle3
+  from glance_jax.io import CheckpointError
+  ckpt = load_eagle3(path, target_cfg, dtype=jnp.float32)
+  where = pathlib.Path(path) / "config.json"
+  if ckpt.cfg != head_cfg:
+    diff = {k: (getattr(ckpt.cfg, k), getattr(head_cfg, k)) for k in dataclasses.asdict(head_cfg)
+            if getattr(ckpt.cfg, k) != getattr(head_cfg, k)}
+    raise CheckpointError(f"{where}: head_init's head differs from this run's (saved, run): {diff}")
+  if not np.array_equal(np.asarray(ckpt.d2t), np.asarray(vocab.d2t)):
+    raise CheckpointError(f"{pathlib.Path(path)}: head_init's draft vocabulary (d2t) is not this run's "
+                          f"({vocab.path}): its lm_head rows would stand for other tokens")
+  if "embed_tokens" in ckpt.params:
+    raise CheckpointError(f"{pathlib.Path(path)}: head_init holds its own embed_tokens; this run trains a head "
+                          f"that embeds with the target's table (eagle3_save_embed only adds it at export)")
+  return ckpt.params
 
 
 def make_eagle3_step(head_cfg: Eagle3Config, head_graphdef: nnx.GraphDef, target_cfg: Qwen3VLConfig,
@@ -223,7 +249,10 @@ def build(cfg: TrainConfig, target, rows: Sequence[dict], mesh: Mesh, *, tx: opt
   vocab = draft_vocabulary(rows, target.config, cfg, head_cfg.draft_vocab_size)
   logger.info("eagle3: draft vocabulary of %d tokens covers %.4f of the rows' response tokens (%s); taps %s",
               head_cfg.draft_vocab_size, vocab.coverage, vocab.path, list(head_cfg.aux_layer_ids))
-  graphdef, state = init_state(head_cfg, tx=tx, seed=cfg.seed, mesh=mesh)
+  start = warm_params(cfg.head_init, head_cfg, target.config, vocab) if cfg.head_init else None
+  if start is not None:
+    logger.info("eagle3: starting from %s", cfg.head_init)
+  graphdef, state = init_state(head_cfg, tx=tx, seed=cfg.seed, mesh=mesh, params=start)
   step = make_eagle3_step(head_cfg, graphdef, target.config, target.graphdef, tx=tx, d2t=vocab.d2t, t2d=vocab.t2d,
                           steps=cfg.eagle3_ttt_steps, decay=cfg.eagle3_decay, compute_dtype=DTYPES[cfg.compute_dtype],
                           schedule=schedule, state_sharding=state_shardings(head_cfg, tx, mesh))
