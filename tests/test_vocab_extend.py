@@ -61,24 +61,24 @@ def test_a_non_bpe_tokenizer_is_refused(spec):
     ve.extend_tokenizer(other, ["Ġseems"])
 
 
-def test_grown_target_keeps_the_old_logits(tmp_path, corpus):
+def test_grown_target_keeps_the_old_logits(tmp_path, spec, corpus):
   from glance_jax.qwen3_vl.target import load_target
   from glance_jax.qwen3_vl.weights import state_tensors
-  tok = ve._tokenizer(json.loads((paths.TARGET / "tokenizer.json").read_text()))
+  tok = ve._tokenizer(spec)
   words = ve.corpus_words(tok, corpus)
   report = ve.extend_target(paths.TARGET, tmp_path / "grown", words)
   old = load_target(paths.TARGET, dtype=jnp.float32)
   new = load_target(tmp_path / "grown", dtype=jnp.float32)
   v0, v1 = old.config.text.vocab_size, new.config.text.vocab_size
   assert v1 == report["vocab_size"] == v0 + report["added"] + 1 and report["added"] >= len(words)
-  spec = json.loads((tmp_path / "grown" / "tokenizer.json").read_text())
+  grown = json.loads((tmp_path / "grown" / "tokenizer.json").read_text())
   t0, t1 = state_tensors(old.params)[ve._EMBED], state_tensors(new.params)[ve._EMBED]
   np.testing.assert_array_equal(t1[:v0], t0)
   np.testing.assert_array_equal(t1[-1], t0[-1])     # the head's mask id (the last) reads as before
-  old_ids = json.loads((paths.TARGET / "tokenizer.json").read_text())["model"]["vocab"]
+  old_ids = spec["model"]["vocab"]
   for w in words[:5]:
     parts = ve.pieces(tok, w)
-    np.testing.assert_allclose(t1[spec["model"]["vocab"][w]], np.mean([t0[old_ids[p]] for p in parts], 0), rtol=1e-6)
+    np.testing.assert_allclose(t1[grown["model"]["vocab"][w]], np.mean([t0[old_ids[p]] for p in parts], 0), rtol=1e-6)
   b = fx.batch(old.config, seed=2, rows=2, with_images=True)
   mask = np.asarray(b.attention_mask)
   la = np.asarray(old.prefill(b, old.init_cache(*np.asarray(b.input_ids).shape)).logits)

@@ -133,6 +133,12 @@ def _subject(s: Scene, k: int) -> str:
   return fmt.format(n=k + 1)
 
 
+def _listed(rng, options, n: int) -> str:
+  """n of `options` drawn without repeats, as a list: "old, dark and cold" (later suites too)."""
+  adj = list(rng.choice(options, size=n, replace=False))
+  return f"{', '.join(adj[:-1])} and {adj[-1]}"
+
+
 def _clause(s: Scene, k: int, rng) -> str:
   """The k-th field's clause (k from 0), without its connective: "row 3 looks old, dark and cold"
   (three adjectives, never one twice); the caption's "shape 2 is old, dark, cold and soft" with four
@@ -140,10 +146,9 @@ def _clause(s: Scene, k: int, rng) -> str:
   subject = _subject(s, k)
   if s.task == "caption":
     n = _CAPTION_ADJECTIVES[rng.integers(len(_CAPTION_ADJECTIVES))]
-    adj = list(rng.choice(_ADJECTIVES, size=n, replace=False))
-    return f"{subject} is {', '.join(adj[:-1])} and {adj[-1]}"
-  adj = list(rng.choice(_ADJECTIVES, size=_GROUNDED_ADJECTIVES, replace=False))
-  return f"{subject} {_pick(rng, _VERBS)} {', '.join(adj[:-1])} and {adj[-1]}"
+    return f"{subject} is {_listed(rng, _ADJECTIVES, n)}"
+  listed = _listed(rng, _ADJECTIVES, _GROUNDED_ADJECTIVES)    # drawn before the verb
+  return f"{subject} {_pick(rng, _VERBS)} {listed}"
 
 
 def _explanation(s: Scene, rng, clause=None) -> str:

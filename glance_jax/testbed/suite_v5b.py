@@ -57,8 +57,8 @@ def _caption_reading(s: Scene, rng) -> str:
 def _caption_clause(s: Scene, k: int, rng) -> str:
   """The k-th shape's clause for v5._explanation: "shape 2 seems big, old, dark and wet"."""
   n = _CAPTION_COUNTS[rng.integers(len(_CAPTION_COUNTS))]
-  adj = list(rng.choice(_CAPTION_ADJECTIVES, size=n, replace=False))
-  return f"{v5._subject(s, k)} {v5._pick(rng, _CAPTION_VERBS)} {', '.join(adj[:-1])} and {adj[-1]}"
+  listed = v5._listed(rng, _CAPTION_ADJECTIVES, n)             # drawn before the verb
+  return f"{v5._subject(s, k)} {v5._pick(rng, _CAPTION_VERBS)} {listed}"
 
 
 def _answer(s: Scene, rng) -> str:

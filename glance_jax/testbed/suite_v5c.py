@@ -57,9 +57,8 @@ def _grounded_subject(s: Scene, k: int) -> str:
 
 
 def _adjectives(rng, options, counts) -> str:
-  n = counts[rng.integers(len(counts))]
-  adj = list(rng.choice(options, size=n, replace=False))
-  return f"{', '.join(adj[:-1])} and {adj[-1]}"
+  """v5._listed of a count drawn from `counts`."""
+  return v5._listed(rng, options, counts[rng.integers(len(counts))])
 
 
 def _clause(s: Scene, k: int, rng) -> str:

@@ -80,11 +80,11 @@ def extend_tokenizer(spec: dict, words: Sequence[str], passes: int = 4) -> tuple
     raise ValueError(f"tokenizer model is {model.get('type')!r}; vocab_extend grows a BPE vocabulary")
   vocab, merges = model["vocab"], model["merges"]
   as_pairs = bool(merges) and isinstance(merges[0], list)
-  old = _tokenizer(spec)
+  old = tok = _tokenizer(spec)                    # tok: always the spec as extended so far
+  next_id = _next_id(spec)
   origin: dict[str, list[str]] = {}
   todo = list(dict.fromkeys(words))
   for _ in range(passes):
-    tok = _tokenizer(spec)
     for word in todo:
       cur = pieces(tok, word)
       if len(cur) == 1:
@@ -94,11 +94,10 @@ def extend_tokenizer(spec: dict, words: Sequence[str], passes: int = 4) -> tuple
         new = acc + p
         merges.append([acc, p] if as_pairs else f"{acc} {p}")
         if new not in vocab:
-          vocab[new] = _next_id(spec)
+          vocab[new], next_id = next_id, next_id + 1
           origin[new] = pieces(old, new)
         acc = new
       tok = _tokenizer(spec)
-    tok = _tokenizer(spec)
     todo = [w for w in words if len(pieces(tok, w)) > 1]
     if not todo:
       return spec, origin
@@ -140,8 +139,6 @@ def extend_target(src: str | pathlib.Path, dst: str | pathlib.Path, words: Seque
   tensors = state_tensors(target.params)
   old_vocab = {**spec["model"]["vocab"], **{a["content"]: a["id"] for a in spec.get("added_tokens", [])}}
   table = extend_embeddings(tensors[_EMBED], origin, old_vocab, new_spec["model"]["vocab"])
-  if table.shape[0] < target.config.text.vocab_size:
-    raise ValueError(f"{src}: the grown table ({table.shape[0]} rows) is smaller than the config's vocab_size")
   tensors[_EMBED] = table
   cfg = dataclasses.replace(target.config, text=dataclasses.replace(target.config.text, vocab_size=table.shape[0]))
   dst.mkdir(parents=True, exist_ok=True)

@@ -146,16 +146,16 @@ def warm_params(path: str | os.PathLike, head_cfg: Eagle3Config, target_cfg: Qwe
   from glance_jax.eagle3 import load_eagle3
   from glance_jax.io import CheckpointError
   ckpt = load_eagle3(path, target_cfg, dtype=jnp.float32)
-  where = pathlib.Path(path) / "config.json"
+  root = pathlib.Path(path)
   if ckpt.cfg != head_cfg:
     diff = {k: (getattr(ckpt.cfg, k), getattr(head_cfg, k)) for k in dataclasses.asdict(head_cfg)
             if getattr(ckpt.cfg, k) != getattr(head_cfg, k)}
-    raise CheckpointError(f"{where}: head_init's head differs from this run's (saved, run): {diff}")
+    raise CheckpointError(f"{root / 'config.json'}: head_init's head differs from this run's (saved, run): {diff}")
   if not np.array_equal(np.asarray(ckpt.d2t), np.asarray(vocab.d2t)):
-    raise CheckpointError(f"{pathlib.Path(path)}: head_init's draft vocabulary (d2t) is not this run's "
+    raise CheckpointError(f"{root}: head_init's draft vocabulary (d2t) is not this run's "
                           f"({vocab.path}): its lm_head rows would stand for other tokens")
   if "embed_tokens" in ckpt.params:
-    raise CheckpointError(f"{pathlib.Path(path)}: head_init holds its own embed_tokens; this run trains a head "
+    raise CheckpointError(f"{root}: head_init holds its own embed_tokens; this run trains a head "
                           f"that embeds with the target's table (eagle3_save_embed only adds it at export)")
   return ckpt.params
 
