@@ -15,10 +15,10 @@ def _law(z, iso):
           "isotonic": {"r2": iso}, "model": {"r2": 0.5}, "copy_regime": {}}
 
 
-def _task(tau=5.0, cap=0.05, h=0.1, lo=1.3, zero=1.1, gain=(1.5, 1.0, 2.0), law=(4.0, 0.9)):
+def _task(tau=5.0, cap=0.05, h=0.1, lo=1.3, zero=1.1, gain=(1.5, 1.0, 2.0), law=(4.0, 0.9), zero_rounds=100):
   m = {"chain": dict(tau=tau / 1.4, lossless=True),
        "glance-63": dict(tau=tau, share_at_block_cap=cap, mean_root_entropy=h, lossless=True),
-       "glance-63[zero-context]": dict(tau=zero, lossless=True)}
+       "glance-63[zero-context]": dict(tau=zero, rounds=zero_rounds, lossless=True)}
   d, glo, ghi = gain
   return {"methods": m, "tree_over_chain": dict(ratio=1.4, lo=lo, hi=1.5), "entropy_law": _law(*law),
           "image_test": {"change": {"drafter_accepted": dict(diff=-d, lo=-ghi, hi=-glo)}}}
@@ -68,6 +68,23 @@ def test_each_check_fails_past_its_bound(task, change, check):
   v, _ = _verdicts(bench, memory, evaluation)
   assert v[check] is False
   assert sum(p is False for p in v.values()) == 1, v
+
+
+def test_zeroed_tau_over_every_task_weights_tasks_by_their_rounds():
+  """The pooled row is the mean over all rounds: one task above the bound with few rounds leaves
+  it passing (its own row fails); with most of the rounds it fails; a task without the ablation
+  makes it missing."""
+  bench, memory, evaluation = _good()
+  bench["tasks"]["caption"] = _task(h=0.5, gain=(0.5, 0.2, 0.8), zero=1.5, zero_rounds=100)
+  v, rows = _verdicts(bench, memory, evaluation)
+  pooled = next(r for r in rows if r["check"].startswith("... over every task's rounds"))
+  assert v["zeroed-conditioning tau"] is False and pooled["passes"] is True
+  assert pooled["note"] == f"{(1.1 * 200 + 1.5 * 100) / 300:.2f}"
+  bench["tasks"]["caption"] = _task(h=0.5, gain=(0.5, 0.2, 0.8), zero=1.5, zero_rounds=1000)
+  assert rc.pooled_tau(bench["tasks"], "glance-63[zero-context]") == pytest.approx((1.1 * 200 + 1.5 * 1000) / 1200)
+  assert _verdicts(bench, memory, evaluation)[0][pooled["check"]] is False
+  del bench["tasks"]["chart"]["methods"]["glance-63[zero-context]"]
+  assert rc.pooled_tau(bench["tasks"], "glance-63[zero-context]") is None
 
 
 def test_speed_accuracy_and_lossless_bounds():

@@ -3,6 +3,8 @@ records are pure functions with certain and uncertain fields in every grounded t
 chart labels sit in one patch row; captions mention their shapes and cells in reading order; one rule
 keeps held-out scenes out of training; answers are scored against their scene."""
 
+import collections
+
 import numpy as np
 import pytest
 
@@ -375,3 +377,72 @@ def test_v5c_answer_lengths():
     n = [len(tok.encode(V5C.render(task, "train", i)[2]).ids) for i in range(60)]
     assert 85 <= min(n) and max(n) <= 192 and 100 <= np.mean(n) <= 170, (task, min(n), max(n))
     assert max(n) + 60 <= V5C.TARGET_TRAIN["seq_len"] and max(n) < V5C.ANSWER_TOKENS
+
+
+# --- suite v5d: v5c with the lines cut to forks and longer caption lists ---------------------------
+
+V5D = suites.get("v5d")
+
+
+def test_v5d_keeps_v5c_readings_table_and_images():
+  """Every record shows v5c's scene, image and reading string for string; the table's whole answer
+  is v5c's; the other tasks' free parts differ, and the reading still scores every field right."""
+  for task in V5D.TASKS:
+    for split, i in (("heldout", 5), ("train", 17)):
+      sc_, imc, ac = V5C.record(task, split, i)
+      s, im, a = V5D.record(task, split, i)
+      assert s.content == sc_.content and im.tobytes() == imc.tobytes()
+      assert V5D.reading(a) == V5C.reading(ac), (task, a)
+      assert (a == ac) == (task == "table"), (task, a)
+      sc = evaluate.score(task, V5D.reading(a), s)
+      assert sc["all_hits"] == sc["all_n"] == len(s.fields), (task, a)
+
+
+def test_v5d_clauses():
+  """Over 200 answers a task: lines clauses are "Line k <verb> ..." in order with no connective and
+  no word named; chart clauses say two to four adjectives; a caption says one clause a shape and one
+  more, each six to eight adjectives with both gaps occurring; no clause repeats an adjective."""
+  import re
+  gaps = collections.Counter()
+  for task in ("chart", "lines", "caption"):
+    counts = set()
+    for i in range(200):
+      s, _, a = V5D.record(task, "train", i)
+      free = a.split(V5D.READING_END)[1]
+      if task == "caption":
+        clauses = re.findall(r"It (is|looks|seems) ([^.]+)\.", free)
+        assert len(clauses) == len(s.fields) + V5D._CAPTION_EXTRA, a
+        gaps.update(re.findall(r", | and ", free))
+      elif task == "lines":
+        clauses = re.findall(r"Line (\d) (looks|seems|appears) ([^.]+)\.", free)
+        assert [int(k) for k, _, _ in clauses] == [1, 2, 3, 4], a
+        assert not any(c in free for c in ("Next", "Then", "Also", "(")), a
+        clauses = [c[1:] for c in clauses]
+      else:
+        clauses = re.findall(r"ar [A-F] \(\d+\) (looks|seems|appears) ([^.]+)\.", free)
+        assert len(clauses) == len(s.fields), a
+      for _, said in clauses:
+        adj = re.split(r", | and ", said)
+        assert len(set(adj)) == len(adj) and set(adj) <= set(V5B._CAPTION_ADJECTIVES), said
+        counts.add(len(adj))
+    assert counts == set(V5D._COUNTS[task]), (task, counts)
+  assert min(gaps.values()) > 0.4 * sum(gaps.values()), gaps
+
+
+def test_v5d_answer_lengths():
+  """Within seq_len and ANSWER_TOKENS (the lines' answers are the shortest, 77-104 tokens); against
+  v5c's, the lines' free part is at least a quarter shorter and the caption's a fifth longer (the
+  image test's gain is a mean over every position, so this is what moves it)."""
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  free = {}
+  for version, suite in (("v5c", V5C), ("v5d", V5D)):
+    for task in suite.TASKS:
+      answers = [suite.render(task, "train", i)[2] for i in range(60)]
+      n = [len(tok.encode(a).ids) for a in answers]
+      free[version, task] = np.mean([len(tok.encode(a.split(suite.READING_END, 1)[1]).ids) for a in answers])
+      if version == "v5d":
+        assert 70 <= min(n) and max(n) <= 192, (task, min(n), max(n))
+        assert max(n) + 60 <= V5D.TARGET_TRAIN["seq_len"] and max(n) < V5D.ANSWER_TOKENS
+  assert free["v5d", "lines"] < 0.75 * free["v5c", "lines"] and free["v5d", "caption"] > 1.2 * free["v5c", "caption"], free
+  assert free["v5d", "table"] == free["v5c", "table"]

@@ -151,14 +151,17 @@ def _clause(s: Scene, k: int, rng) -> str:
   return f"{subject} {_pick(rng, _VERBS)} {listed}"
 
 
-def _explanation(s: Scene, rng, clause=None) -> str:
+def _explanation(s: Scene, rng, clause=None, unled=("caption",), n: int | None = None) -> str:
   """Opener, one clause per field in reading order, closer. clause(s, k, rng): the k-th clause
-  without its connective (default _clause; a later suite passes its own)."""
+  without its connective (default _clause; a later suite passes its own). The tasks in `unled`
+  draw no connectives (v5: the caption; a later suite may name more); n: the clauses (default one
+  a field, four for lines)."""
   clause = clause or _clause
-  n = 4 if s.task == "lines" else len(s.fields)       # lines: a clause a line of three words
+  if n is None:
+    n = 4 if s.task == "lines" else len(s.fields)     # lines: a clause a line of three words
   sentences = [_pick(rng, _OPENERS)]
   for k in range(n):
-    lead = "" if k == 0 or s.task == "caption" else _pick(rng, _CONNECTIVES)
+    lead = "" if k == 0 or s.task in unled else _pick(rng, _CONNECTIVES)
     text = lead + clause(s, k, rng)
     sentences.append(text[0].upper() + text[1:] + ".")
   sentences.append(_pick(rng, _EXPLAIN[s.task]["close"]))
