@@ -446,3 +446,65 @@ def test_v5d_answer_lengths():
         assert max(n) + 60 <= V5D.TARGET_TRAIN["seq_len"] and max(n) < V5D.ANSWER_TOKENS
   assert free["v5d", "lines"] < 0.75 * free["v5c", "lines"] and free["v5d", "caption"] > 1.2 * free["v5c", "caption"], free
   assert free["v5d", "table"] == free["v5c", "table"]
+
+
+# --- suite v5e: v5d with no lines opener and verbs of few pieces ----------------------------------
+
+V5E = suites.get("v5e")
+
+
+def test_v5e_keeps_v5d_readings_table_chart_and_images():
+  """Every record shows v5d's scene, image and reading string for string; table and chart answers
+  are v5d's whole; lines and caption free parts differ."""
+  for task in V5E.TASKS:
+    for split, i in (("heldout", 7), ("train", 23)):
+      sd, imd, ad = V5D.record(task, split, i)
+      s, im, a = V5E.record(task, split, i)
+      assert s.content == sd.content and im.tobytes() == imd.tobytes()
+      assert V5E.reading(a) == V5D.reading(ad), (task, a)
+      assert (a == ad) == (task in ("table", "chart")), (task, a)
+
+
+def test_v5e_lines_and_caption_clauses():
+  """Over 200 answers: a lines answer goes from its reading straight to "Line 1", four clauses in
+  order, two to four adjectives each; a caption says one clause a shape and one more; every clause's
+  verb is "is" or "looks" (both occur), its gaps both occur, no adjective repeats in a clause."""
+  import re
+  verbs, gaps = collections.Counter(), collections.Counter()
+  for task in ("lines", "caption"):
+    counts = set()
+    for i in range(200):
+      s, _, a = V5E.record(task, "train", i)
+      free = a.split(V5E.READING_END)[1]
+      if task == "lines":
+        assert free.startswith("Line 1 "), a
+        clauses = re.findall(r"Line (\d) (\w+) ([^.]+)\.", free)
+        assert [int(k) for k, _, _ in clauses] == [1, 2, 3, 4], a
+        clauses = [c[1:] for c in clauses]
+      else:
+        clauses = re.findall(r"It (\w+) ([^.]+)\.", free)
+        assert len(clauses) == len(s.fields) + V5D._CAPTION_EXTRA, a
+      for verb, said in clauses:
+        verbs[verb] += 1
+        gaps.update(re.findall(r", | and ", said))
+        adj = re.split(r", | and ", said)
+        assert len(set(adj)) == len(adj) and set(adj) <= set(V5B._CAPTION_ADJECTIVES), said
+        counts.add(len(adj))
+    assert counts == set(V5E._LINES_COUNTS if task == "lines" else V5D._COUNTS["caption"]), (task, counts)
+  assert set(verbs) == set(V5E._VERBS) and min(verbs.values()) > 0.4 * sum(verbs.values()), verbs
+  assert min(gaps.values()) > 0.4 * sum(gaps.values()), gaps
+
+
+def test_v5e_answer_lengths():
+  """Within seq_len and ANSWER_TOKENS; the lines' free part shorter than v5d's, the verbs 1-2 pieces."""
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  assert [len(tok.encode(" " + v).ids) for v in V5E._VERBS] == [1, 2]
+  free = {}
+  for version, suite in (("v5d", V5D), ("v5e", V5E)):
+    for task in ("lines", "caption"):
+      answers = [suite.render(task, "train", i)[2] for i in range(60)]
+      n = [len(tok.encode(a).ids) for a in answers]
+      free[version, task] = np.mean([len(tok.encode(a.split(suite.READING_END, 1)[1]).ids) for a in answers])
+      assert 60 <= min(n) and max(n) + 60 <= suite.TARGET_TRAIN["seq_len"] and max(n) < suite.ANSWER_TOKENS, (task, n)
+  assert free["v5e", "lines"] < free["v5d", "lines"], free
