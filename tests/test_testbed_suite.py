@@ -508,3 +508,49 @@ def test_v5e_answer_lengths():
       free[version, task] = np.mean([len(tok.encode(a.split(suite.READING_END, 1)[1]).ids) for a in answers])
       assert 60 <= min(n) and max(n) + 60 <= suite.TARGET_TRAIN["seq_len"] and max(n) < suite.ANSWER_TOKENS, (task, n)
   assert free["v5e", "lines"] < free["v5d", "lines"], free
+
+
+# --- suite v5f: v5e with the lines one verb and lists of two or three -------------------------------
+
+V5F = suites.get("v5f")
+
+
+def test_v5f_moves_only_the_lines_free_part():
+  """Every record shows v5e's scene, image and reading; every answer but a lines answer is v5e's."""
+  for task in V5F.TASKS:
+    for split, i in (("heldout", 5), ("train", 31)):
+      se, ime, ae = V5E.record(task, split, i)
+      s, im, a = V5F.record(task, split, i)
+      assert s.content == se.content and im.tobytes() == ime.tobytes()
+      assert V5F.reading(a) == V5E.reading(ae), (task, a)
+      assert (a == ae) == (task != "lines"), (task, a)
+
+
+def test_v5f_lines_clauses():
+  """Over 200 lines answers: four clauses "Line k is ...", in order, each two or three adjectives
+  without repeats (both counts occur), both gaps occur, then one of v5's closers; fewer tokens than
+  v5e's free part and still within seq_len and ANSWER_TOKENS."""
+  import re
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  counts, gaps, free = collections.Counter(), collections.Counter(), {"v5e": [], "v5f": []}
+  for i in range(200):
+    a = V5F.record("lines", "train", i)[2]
+    rest = a.split(V5F.READING_END)[1]
+    clauses = re.findall(r"Line (\d) (\w+) ([^.]+)\. ", rest)
+    assert [int(k) for k, _, _ in clauses] == [1, 2, 3, 4] and {v for _, v, _ in clauses} == {"is"}, a
+    assert rest.split(". ", 4)[-1] in V5._EXPLAIN["lines"]["close"], a
+    for _, _, said in clauses:
+      gaps.update(re.findall(r", | and ", said))
+      adj = re.split(r", | and ", said)
+      assert len(set(adj)) == len(adj) and set(adj) <= set(V5B._CAPTION_ADJECTIVES), said
+      counts[len(adj)] += 1
+    if i < 60:
+      for version, suite in (("v5e", V5E), ("v5f", V5F)):
+        answer = suite.render("lines", "train", i)[2]
+        n = len(tok.encode(answer).ids)
+        assert n + 60 <= suite.TARGET_TRAIN["seq_len"] and n < suite.ANSWER_TOKENS, n
+        free[version].append(len(tok.encode(answer.split(suite.READING_END, 1)[1]).ids))
+  assert set(counts) == set(V5F._LINES_COUNTS) and min(counts.values()) > 0.4 * sum(counts.values()), counts
+  assert min(gaps.values()) > 0.4 * sum(gaps.values()), gaps
+  assert np.mean(free["v5f"]) < np.mean(free["v5e"]), free

@@ -25,6 +25,7 @@ _MODULES = {
     "v5c": "glance_jax.testbed.suite_v5c",   # v5b with forks in runs in every explanation (stop 47)
     "v5d": "glance_jax.testbed.suite_v5d",   # v5c with the lines cut to forks, longer caption lists (stop 48)
     "v5e": "glance_jax.testbed.suite_v5e",   # v5d with no lines opener, verbs of few pieces (stop 48)
+    "v5f": "glance_jax.testbed.suite_v5f",   # v5e with the lines one verb and lists of two or three (stop 49)
 }
 VERSIONS = tuple(_MODULES)
 DEFAULT = "v5b"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
