@@ -554,3 +554,26 @@ def test_v5f_lines_clauses():
   assert set(counts) == set(V5F._LINES_COUNTS) and min(counts.values()) > 0.4 * sum(counts.values()), counts
   assert min(gaps.values()) > 0.4 * sum(gaps.values()), gaps
   assert np.mean(free["v5f"]) < np.mean(free["v5e"]), free
+
+
+# --- suite v5g: v5f with the lines' lists two to four adjectives -----------------------------------
+
+V5G = suites.get("v5g")
+
+
+def test_v5g_lines_lists_two_to_four_and_nothing_else_moves():
+  """Every record shows v5f's scene, image and reading, every answer but a lines answer is v5f's;
+  over 200 lines answers the clauses are v5f's form with two to four adjectives (each count occurs)."""
+  import re
+  for task in V5G.TASKS:
+    sf, imf, af = V5F.record(task, "heldout", 9)
+    s, im, a = V5G.record(task, "heldout", 9)
+    assert s.content == sf.content and im.tobytes() == imf.tobytes() and V5G.reading(a) == V5F.reading(af)
+    assert (a == af) == (task != "lines"), (task, a)
+  counts = collections.Counter()
+  for i in range(200):
+    rest = V5G.record("lines", "train", i)[2].split(V5G.READING_END)[1]
+    clauses = re.findall(r"Line (\d) is ([^.]+)\. ", rest)
+    assert [int(k) for k, _ in clauses] == [1, 2, 3, 4], rest
+    counts.update(len(re.split(r", | and ", said)) for _, said in clauses)
+  assert set(counts) == {2, 3, 4} and min(counts.values()) > 0.25 * sum(counts.values()), counts

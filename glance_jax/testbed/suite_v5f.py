@@ -38,9 +38,9 @@ _LINES_VERB = "is"
 _LINES_COUNTS = (2, 3)
 
 
-def _lines_explanation(s: Scene, rng) -> str:
+def _lines_explanation(s: Scene, rng, counts=_LINES_COUNTS) -> str:
   """One clause a line, then v5's closer: "Line 1 is big and wet. Line 2 is old, soft, hot. ..."."""
-  sentences = [f"Line {k + 1} {_LINES_VERB} {v5d._gapped(rng, v5b._CAPTION_ADJECTIVES, _LINES_COUNTS)}." for k in range(4)]
+  sentences = [f"Line {k + 1} {_LINES_VERB} {v5d._gapped(rng, v5b._CAPTION_ADJECTIVES, counts)}." for k in range(4)]
   return " ".join(sentences + [v5._pick(rng, v5._EXPLAIN["lines"]["close"])])
 
 

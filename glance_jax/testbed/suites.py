@@ -26,6 +26,7 @@ _MODULES = {
     "v5d": "glance_jax.testbed.suite_v5d",   # v5c with the lines cut to forks, longer caption lists (stop 48)
     "v5e": "glance_jax.testbed.suite_v5e",   # v5d with no lines opener, verbs of few pieces (stop 48)
     "v5f": "glance_jax.testbed.suite_v5f",   # v5e with the lines one verb and lists of two or three (stop 49)
+    "v5g": "glance_jax.testbed.suite_v5g",   # v5f with the lines lists of two to four (stop 49)
 }
 VERSIONS = tuple(_MODULES)
 DEFAULT = "v5b"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
