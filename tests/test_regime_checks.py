@@ -112,3 +112,23 @@ def test_missing_inputs_are_missing_not_passes(tmp_path, capsys):
   assert (tmp_path / "c.md").read_text() in capsys.readouterr().out and len(rows) > 10
   with pytest.raises(SystemExit, match="--memory .*nope.json: not found"):
     rc.main(["--memory", str(tmp_path / "nope.json")])
+
+
+def test_identity_row_names_float_ties_and_still_fails():
+  """A prompt an arm left AR on at a float tie of AR's own step reads "fp ties" with its gap in the
+  note; one left without a tie (or without a diagnosis) counts as a fault. Either way the check fails."""
+  bench, memory, evaluation = _good()
+  name = "every arm identical to AR (compute bench)"
+  chain = bench["tasks"]["table"]["methods"]["chain"]
+  tie = dict(id="table-7", at=26, ar_token=11, token=280, gap=1.9e-6, tie=True)
+  chain.update(lossless=False, mismatch_ids=["table-7"], divergences=[tie])
+  v, rows = _verdicts(bench, memory, evaluation)
+  row = next(r for r in rows if r["check"] == name)
+  assert v[name] is False and row["values"]["table"] == "NO (1: all fp ties)"
+  assert "table table-7 at token 26, AR's top-2 gap 1.9e-06" in row["note"]
+  chain.update(mismatch_ids=["table-7", "table-9"], divergences=[tie, dict(tie, id="table-9", gap=0.5, tie=False)])
+  row = next(r for r in _verdicts(bench, memory, evaluation)[1] if r["check"] == name)
+  assert row["values"]["table"] == "NO (2: 1 fp ties)" and "table-9" not in row["note"]
+  del chain["divergences"]                                        # a report from before the diagnosis
+  row = next(r for r in _verdicts(bench, memory, evaluation)[1] if r["check"] == name)
+  assert row["values"]["table"] == "NO (2)" and row["note"] == ""

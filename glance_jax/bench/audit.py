@@ -1,5 +1,6 @@
-"""The bf16 audit's analysis (benchmarks/decode_report.py --sections audit): where two runs' greedy
-outputs first differ, the teacher-forced top-1 / top-2 logit gap, and the audit's tables."""
+"""Where two runs' greedy outputs first differ and how close the target's choice was there: the bench's
+divergence check (a float tie or a fault) and the bf16 audit's analysis (benchmarks/decode_report.py
+--sections audit: the teacher-forced top-1 / top-2 logit gap, and the audit's tables)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,52 @@ def first_divergence(a: np.ndarray, b: np.ndarray) -> int | None:
   if diff.size:
     return int(diff[0])
   return None if len(a) == len(b) else n
+
+
+# A divergence whose AR step had its top two logits this close, and whose other token was AR's
+# runner-up, is a float tie: the one-row step and a many-row verify (other matmul shapes, other
+# accumulation orders) round it apart. fp32's ulp at a logit of ~10 is ~1e-6; the testbed's one
+# fp32 divergence (v5g lines, held-out 48) had a gap of 1.9e-6 in the step and -7.6e-6 in the pass.
+TIE_GAP = 1e-4
+
+
+def ar_step_choice(target: Target, inputs, ar_tokens: np.ndarray, at: int, max_new_tokens: int):
+  """AR's own one-row steps (prefill, then ar_tokens[:at] one at a time, as generate(method="ar")
+  runs them) -> (top-2 token ids [2], top-1 minus top-2 logit) of the logits that chose slot `at`
+  for the first row of `inputs`."""
+  ids = np.asarray(inputs.input_ids)
+  cache = target.init_cache(ids.shape[0], ids.shape[1] + max_new_tokens + 1)   # generate_ar's length
+  out = target.prefill(inputs, cache, logits_at="last")
+  logits, cache = out.logits[:, -1], out.cache
+  for t in range(at):
+    out = target.decode(np.asarray(ar_tokens[t:t + 1], np.int32), cache, inputs.rope_delta)
+    logits, cache = out.logits[:, -1], out.cache
+  row = np.asarray(logits[0], np.float64)
+  top = np.argsort(-row, kind="stable")[:2]
+  return top, float(row[top[0]] - row[top[1]])
+
+
+def divergences(target: Target, inputs_by_id: dict, ar_by_id: dict, tokens_by_id: dict, *,
+                max_new_tokens: int, tie_gap: float = TIE_GAP, cache: dict | None = None) -> list[dict]:
+  """Per prompt id whose tokens differ from AR's: where (`at`), AR's token and the other, AR's step
+  gap there and `tie` (the other token is AR's runner-up and the gap <= tie_gap). `cache` (id, at) ->
+  (top2, gap) is shared across methods, which often leave AR at the same slot."""
+  cache = {} if cache is None else cache
+  out = []
+  for pid, toks in tokens_by_id.items():
+    ar = np.asarray(ar_by_id[pid])
+    toks = np.asarray(toks)
+    at = first_divergence(ar, toks)
+    if at is None:
+      continue
+    if (pid, at) not in cache:
+      cache[(pid, at)] = ar_step_choice(target, inputs_by_id[pid], ar, at, max_new_tokens)
+    top, gap = cache[(pid, at)]
+    other = int(toks[at]) if at < len(toks) else -1          # -1: the other run stopped here
+    mine = int(ar[at]) if at < len(ar) else -1
+    out.append({"id": pid, "at": at, "ar_token": mine, "token": other, "gap": gap,
+                "tie": bool(gap <= tie_gap and other == int(top[1]) and mine == int(top[0]))})
+  return out
 
 
 def teacher_forced_gaps(target: Target, b, outs: list[np.ndarray]):

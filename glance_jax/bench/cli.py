@@ -208,6 +208,20 @@ def _check_args(args) -> None:
     raise ValueError(f"--limit must be >= 1, got {args.limit}")
 
 
+def _diagnose_divergences(target, prompts, runs, stats: dict, max_new_tokens: int, cache: dict) -> None:
+  """Beside each arm's mismatches, where it left AR and whether that was a float tie of AR's own step
+  (bench/audit.divergences): stats[label]["divergences"], ["float_ties"]."""
+  from glance_jax.bench.audit import divergences
+  inputs = {p.id: p.inputs for p in prompts}
+  ar = {p.id: r.tokens for p, r in zip(prompts, runs["ar"])}
+  for label, s in stats.items():
+    if label == "ar" or not s["mismatches"]:
+      continue
+    other = {p.id: r.tokens for p, r in zip(prompts, runs[label]) if p.id in s["mismatch_ids"]}
+    s["divergences"] = divergences(target, inputs, ar, other, max_new_tokens=max_new_tokens, cache=cache)
+    s["float_ties"] = sum(d["tie"] for d in s["divergences"])
+
+
 def _image_test(target, head, records, args, budget: int) -> tuple[dict | None, str | None]:
   try:
     from glance_jax.bench.image_swap import run_image_swap  # another module; may be absent
@@ -309,7 +323,7 @@ def run(args) -> dict[str, Any]:
     _say(f"warning: {maps}", progress)
   errors += probs
 
-  runs_by_task, tasks_out, times_by_task = {}, {}, {}
+  runs_by_task, tasks_out, times_by_task, tie_cache = {}, {}, {}, {}
   for t in tasks:
     ps = prompts[t.name]
     if not ps:
@@ -321,10 +335,12 @@ def run(args) -> dict[str, Any]:
                             hot=not args.cold)
     ids = [p.id for p in ps]
     runs_by_task[t.name] = runs
+    stats = rep.task_stats(runs, methods, ids, seed=args.seed, depth=block_size - 1)
+    _diagnose_divergences(target, ps, runs, stats, args.max_new_tokens, tie_cache)
     times_by_task[t.name] = rep.scaled_times(runs)
     tasks_out[t.name] = {"file": t.file, "n_prompts": len(ps), "prompt_ids": ids,
                          "skipped_rows": t.skipped_rows,
-                         "methods": rep.task_stats(runs, methods, ids, seed=args.seed, depth=block_size - 1),
+                         "methods": stats,
                          "entropy_law": None, "image_test": None,
                          "tree_over_chain": rep.tree_over_chain(runs, methods, seed=args.seed),
                          "glance_vs_rivals": rep.glance_vs_rivals(runs, methods, seed=args.seed),

@@ -21,15 +21,15 @@ from types import ModuleType
 _MODULES = {
     "v4": "glance_jax.testbed.suite_v4",
     "v5": "glance_jax.testbed.suite_v5",
-    "v5b": "glance_jax.testbed.suite_v5b",   # v5 with the caption's forks: shipped since stop 45
+    "v5b": "glance_jax.testbed.suite_v5b",   # v5 with the caption's forks: shipped stops 45-49
     "v5c": "glance_jax.testbed.suite_v5c",   # v5b with forks in runs in every explanation (stop 47)
     "v5d": "glance_jax.testbed.suite_v5d",   # v5c with the lines cut to forks, longer caption lists (stop 48)
     "v5e": "glance_jax.testbed.suite_v5e",   # v5d with no lines opener, verbs of few pieces (stop 48)
     "v5f": "glance_jax.testbed.suite_v5f",   # v5e with the lines one verb and lists of two or three (stop 49)
-    "v5g": "glance_jax.testbed.suite_v5g",   # v5f with the lines lists of two to four (stop 49)
+    "v5g": "glance_jax.testbed.suite_v5g",   # v5f with the lines lists of two to four: shipped since stop 50
 }
 VERSIONS = tuple(_MODULES)
-DEFAULT = "v5b"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
+DEFAULT = "v5g"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
 MARKER = "suite.json"
 
 
