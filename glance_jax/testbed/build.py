@@ -159,8 +159,10 @@ def build_eagle3(out: pathlib.Path, workdir: pathlib.Path, overrides: list[str] 
   return pathlib.Path(train(cfg)["export"])
 
 
-def build_draft(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec()) -> pathlib.Path | None:
-  """The two-model draft on the head stage's regenerated rows (workdir/head_run/regen)."""
+def build_draft(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = BuildSpec(),
+                steps: int | None = None) -> pathlib.Path | None:
+  """The two-model draft on the head stage's regenerated rows (workdir/head_run/regen); `steps`
+  (--draft-steps) replaces the recipe's, its warmup cut to a tenth of them where it was longer."""
   import jax.numpy as jnp
   from glance_jax.testbed.draft_train import train_draft
   from glance_jax.testbed.target_train import TargetTrainConfig
@@ -172,6 +174,8 @@ def build_draft(out: pathlib.Path, workdir: pathlib.Path, spec: BuildSpec = Buil
   if not rows:
     raise ValueError(f"{workdir / 'head_run' / 'regen'}: no regenerated rows; run the head stage first "
                      f"(`--stages head`)")
+  if steps is not None:
+    recipe = {**recipe, "steps": steps, "warmup": min(recipe.get("warmup", 0), steps // 10)}
   cfg = dataclasses.replace(TargetTrainConfig(), suite_version=spec.version, **recipe)
   return train_draft(out / "target", rows, out / "draft", workdir / "draft_run", cfg, save_dtype=jnp.bfloat16)
 
@@ -209,6 +213,8 @@ def main(argv=None) -> None:
   ap.add_argument("--eagle3", dest="eagle3_overrides", action="append", default=[], metavar="KEY=VALUE",
                   help="an override of configs/train_eagle3_testbed.py for the eagle3 stage (repeatable), "
                        "e.g. --eagle3 steps=800")
+  ap.add_argument("--draft-steps", type=int, default=None,
+                  help="the draft stage's training steps (default: the suite's DRAFT_TRAIN recipe)")
   ap.add_argument("--parent", dest="parent_overrides", action="append", default=[], metavar="KEY=VALUE",
                   help="an override of configs/train_parent_testbed.py for the parent stage (repeatable), "
                        "e.g. --parent parent_path=true")
@@ -250,7 +256,7 @@ def main(argv=None) -> None:
   if "eagle3" in stages:
     build_eagle3(out, workdir, args.eagle3_overrides, spec)
   if "draft" in stages:
-    build_draft(out, workdir, spec)
+    build_draft(out, workdir, spec, args.draft_steps)
   if "parent" in stages:
     build_parent(out, workdir, spec, args.parent_overrides)
   if "eval" in stages:
