@@ -202,7 +202,8 @@ def test_build_runs_end_to_end(tmp_path):
   # target (the same shapes) stands in for it.
   build.main(["--out", str(out), "--workdir", str(tmp_path / "work"), "--heldout", "2", "--train-prompts", "8",
               "--target-steps", "4", "--init-target", str(paths.TARGET),
-              "--draft-steps", "4", "--parent", "steps=4", "--parent", "save_every=2", "--eagle3", "steps=4", "--eagle3", "save_every=2",
+              "--draft-steps", "4", "--parent", "steps=4", "--parent", "save_every=2",
+              "--eagle3", "steps=4", "--eagle3", "save_every=2",
               "steps=4", "save_every=2", "regen_batch_size=8"])
   assert suites.read_version(out) == suites.DEFAULT
   report = json.loads((out / "eval.json").read_text())

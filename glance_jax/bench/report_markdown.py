@@ -46,8 +46,9 @@ def markdown(report: Mapping[str, Any]) -> str:
   lines = [head, "|" + "---|" * 13]
   for name, t in report["tasks"].items():
     for label, s in t["methods"].items():
-      ties = s.get("float_ties") or 0
-      lossless = "yes" if s["lossless"] else f"NO ({s['mismatches']}" + (f": {ties} fp tie{'s' * (ties > 1)})" if ties else ")")
+      ties = s.get("float_ties") or 0       # mismatches the bench found to be float ties of AR's step
+      tie_note = f": {ties} fp tie{'s' * (ties > 1)}" if ties else ""
+      lossless = "yes" if s["lossless"] else f"NO ({s['mismatches']}{tie_note})"
       n = "-" if s["method"] == "ar" else (
           "/".join(map(str, s["widths_used"])) if s.get("auto") and s.get("widths_used") else s["budget"])
       lines.append(f"| {name} | {label} | {n} | {s.get('draft_passes_per_round', '-')} | "

@@ -56,21 +56,26 @@ def _all(vals: Mapping[str, Any], ok: Callable[[Any], bool]) -> bool | None:
 
 
 def _identity_row(name: str, tasks: Mapping[str, Any]) -> dict:
-  """Per task "yes", or "NO (k prompts: ...)" saying how many of them left AR only at a float tie of
-  AR's own step (bench/audit.divergences). The check fails either way; the note names the ties."""
+  """Per task "yes", or "NO (k)" for k prompts some arm left AR on, with how many of them were only
+  float ties of AR's own step where the bench diagnosed them (bench/audit.divergences). The check
+  fails either way; the note names the ties."""
   vals, notes, ok = {}, [], {}
   for t, tt in tasks.items():
-    arms = tt["methods"].values()
+    arms = list(tt["methods"].values())
     ok[t] = all(s["lossless"] for s in arms)
     bad = {i for s in arms for i in s.get("mismatch_ids", [])}
+    if ok[t]:
+      vals[t] = "yes"
+      continue
+    if not bad or not any("divergences" in s for s in arms):
+      vals[t] = f"NO ({len(bad)})" if bad else "NO"
+      continue
     faults = set()          # prompts some arm left AR on without a tie (or without a diagnosis)
     for s in arms:
       divs = s.get("divergences")
       faults |= set(s.get("mismatch_ids", [])) if divs is None else {d["id"] for d in divs if not d["tie"]}
+    vals[t] = f"NO ({len(bad)}: all fp ties)" if not faults else f"NO ({len(bad)}: {len(bad - faults)} fp ties)"
     ties = {d["id"]: d for s in arms for d in s.get("divergences", []) if d["tie"] and d["id"] not in faults}
-    diagnosed = any("divergences" in s for s in arms)
-    vals[t] = "yes" if ok[t] else f"NO ({len(bad)})" if bad and not diagnosed else "NO" if not bad else (
-        f"NO ({len(bad)}: all fp ties)" if not faults else f"NO ({len(bad)}: {len(bad - faults)} fp ties)")
     notes += [f"{t} {i} at token {d['at']}, AR's top-2 gap {d['gap']:.1e}" for i, d in sorted(ties.items())]
   note = ("fp ties, where AR's one-row step and the verify's many-row pass round apart: " + "; ".join(notes)
           if notes else "")
