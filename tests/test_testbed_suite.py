@@ -515,15 +515,20 @@ def test_v5e_answer_lengths():
 V5F = suites.get("v5f")
 
 
+def _assert_only_lines_answers_move(new, old, at=(("heldout", 5), ("train", 31))):
+  """Every record of `new` shows `old`'s scene, image and reading; every answer but a lines answer
+  is `old`'s string for string."""
+  for task in new.TASKS:
+    for split, i in at:
+      so, imo, ao = old.record(task, split, i)
+      s, im, a = new.record(task, split, i)
+      assert s.content == so.content and im.tobytes() == imo.tobytes()
+      assert new.reading(a) == old.reading(ao), (task, a)
+      assert (a == ao) == (task != "lines"), (task, a)
+
+
 def test_v5f_moves_only_the_lines_free_part():
-  """Every record shows v5e's scene, image and reading; every answer but a lines answer is v5e's."""
-  for task in V5F.TASKS:
-    for split, i in (("heldout", 5), ("train", 31)):
-      se, ime, ae = V5E.record(task, split, i)
-      s, im, a = V5F.record(task, split, i)
-      assert s.content == se.content and im.tobytes() == ime.tobytes()
-      assert V5F.reading(a) == V5E.reading(ae), (task, a)
-      assert (a == ae) == (task != "lines"), (task, a)
+  _assert_only_lines_answers_move(V5F, V5E)
 
 
 def test_v5f_lines_clauses():
@@ -577,3 +582,45 @@ def test_v5g_lines_lists_two_to_four_and_nothing_else_moves():
     assert [int(k) for k, _ in clauses] == [1, 2, 3, 4], rest
     counts.update(len(re.split(r", | and ", said)) for _, said in clauses)
   assert set(counts) == {2, 3, 4} and min(counts.values()) > 0.25 * sum(counts.values()), counts
+
+
+# --- suite v5h: v5g with the lines read in their clauses and every lines fork unequal ----------------
+
+V5H = suites.get("v5h")
+
+
+def test_v5h_moves_only_the_lines_answers():
+  """The lines' reading, parsed from their clauses, is v5g's reading block word for word."""
+  _assert_only_lines_answers_move(V5H, V5G, at=(("heldout", 7), ("train", 40)))
+
+
+def test_v5h_lines_clauses_and_unequal_forks():
+  """Over 400 lines answers: four clauses "Line k: w w w, <2-4 adjectives>." in order, then a closer;
+  no reading block; each fork's options drawn at their unequal chances (gaps ", " over " and ", the
+  first adjective's weight over the last's, "That is all." over "That is the text." over "No line is
+  left out."), so the target learns a margin at every fork; within seq_len and ANSWER_TOKENS."""
+  import re
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  counts, gaps, adj_n, closers = (collections.Counter() for _ in range(4))
+  for i in range(400):
+    s, _, a = V5H.record("lines", "train", i)
+    assert V5H.READING_END not in a, a
+    clauses = re.findall(r"Line (\d): (\S+ \S+ \S+), ([^.]+)\. ", a)
+    assert [int(k) for k, _, _ in clauses] == [1, 2, 3, 4], a
+    assert " ".join(w for _, w, _ in clauses).split() == list(s.fields), a
+    closers[a.split(". ", 4)[-1]] += 1
+    for _, _, said in clauses:
+      gaps.update(re.findall(r", | and ", said))
+      adj = re.split(r", | and ", said)
+      assert len(set(adj)) == len(adj) and set(adj) <= set(V5H._ADJECTIVES), said
+      counts[len(adj)] += 1
+      adj_n.update(adj)
+    if i < 60:
+      n = len(tok.encode(a).ids)
+      assert 60 <= n and n + 60 <= V5H.TARGET_TRAIN["seq_len"] and n < V5H.ANSWER_TOKENS, n
+  assert set(counts) == {2, 3, 4} and min(counts.values()) > 0.25 * sum(counts.values()), counts
+  assert gaps[", "] > 1.1 * gaps[" and "], gaps
+  first, last = V5H._ADJECTIVES[0], V5H._ADJECTIVES[-1]
+  assert adj_n[first] > 1.3 * adj_n[last], adj_n
+  assert closers["That is all."] > closers["That is the text."] > closers["No line is left out."], closers
