@@ -360,3 +360,32 @@ def test_censored_fit_recovers_the_law_that_naive_failures_hide():
     fit_entropy_law(H, a, L, censored=[True, False, True])
   plain = analyze({"t": (H, a)}, L)["tasks"]["t"]
   assert plain["target"] == "mean_a" and "survival_a" not in plain["deciles"]
+
+
+def test_isotonic_r2_alone_and_its_interval_over_prompts():
+  """isotonic_r2 is analyze's figure (with and without censoring); its bootstrap interval over
+  prompts holds the point, narrows with more prompts, and moves with the law's strength: a law that
+  holds gives an interval near 1, a flat p (no law) one far below it."""
+  from glance_jax.analysis import bootstrap_isotonic_r2, isotonic_r2
+  rng = np.random.default_rng(5)
+  H, a, cens = _censored_law(2.0, 1.5, 3000, rng)
+  assert isotonic_r2(H, a, cens, L) == pytest.approx(analyze({"t": (H, a, cens)}, L)["tasks"]["t"]["isotonic"]["r2"])
+  assert isotonic_r2(H, a, None, L) == pytest.approx(analyze({"t": (H, a)}, L)["tasks"]["t"]["isotonic"]["r2"])
+
+  def prompts(n, p_fn=None):
+    rows = []
+    for _ in range(n):
+      h, x = simulate(2.0, 1.5, 12, rng, p_fn=p_fn)
+      rows.append((h, x, np.zeros(x.size, bool)))
+    return rows
+
+  rows = prompts(64)
+  point = isotonic_r2(*(np.concatenate([r[i] for r in rows]) for i in range(3)), L)
+  lo, hi = bootstrap_isotonic_r2(rows, L, n_boot=300)
+  assert lo <= point <= hi and hi - lo < 0.3 and lo > 0.5
+  lo4, hi4 = bootstrap_isotonic_r2(rows * 4, L, n_boot=300)          # four times the prompts
+  assert hi4 - lo4 < hi - lo
+  flat_lo, flat_hi = bootstrap_isotonic_r2(prompts(64, p_fn=lambda h: np.full(h.shape, 0.8)), L, n_boot=300)
+  assert flat_hi < lo
+  with pytest.raises(ValueError, match=">= 2 rows"):
+    bootstrap_isotonic_r2(rows[:1], L)

@@ -43,6 +43,10 @@ def _task(rng, b0):
   return {"ar": _runs(zero, h), "chain": _runs(flat, h), "glance-63": _runs(a, h)}
 
 
+def steep_ci(law, task):
+  return law["law_checks"]["glance-63"]["tasks"][task]["isotonic_r2_ci"]
+
+
 def test_entropy_laws_pooled_common_slope_and_verdicts():
   rng = np.random.default_rng(0)
   runs = {"grounded": _task(rng, 3.0), "open": _task(rng, 1.5)}
@@ -55,6 +59,11 @@ def test_entropy_laws_pooled_common_slope_and_verdicts():
   recs = {t: (np.concatenate([r.root_entropy for r in rs["glance-63"]]),
               np.concatenate([r.accepted for r in rs["glance-63"]])) for t, rs in runs.items()}
   an = analyze(recs, L, 10, pooled=True)
+  for name, entry in law["by_method"]["glance-63"].items():     # the primary method's R^2 interval
+    lo, hi = entry["isotonic"].pop("r2_ci")
+    assert lo <= entry["isotonic"]["r2"] <= hi
+    assert steep_ci(law, name) == [lo, hi]
+  assert "r2_ci" not in law["by_method"]["chain"]["grounded"]["isotonic"]
   assert law["by_method"]["glance-63"] == an["tasks"]
   assert law["pooled"]["glance-63"] == an["pooled"] and law["pooled"]["glance-63"]["n"] == 2 * 8 * 250
   cs = law["common_slope"]["glance-63"]

@@ -58,8 +58,8 @@ def test_a_report_in_the_regime_passes_every_check():
     ("caption", dict(zero=1.31), "zeroed-conditioning tau"),
     ("table", dict(gain=(1.0, -0.1, 2.0)), "correct over swapped image (draft's view), accepted-length gain [95% CI] (/ swapped)"),
     ("table", dict(gain=(0.4, 0.1, 0.7)), "... larger on the grounded tasks"),
-    ("chart", dict(law=(2.9, 0.9)), "entropy law: b1/se >= 3, isotonic R^2 >= 0.8"),
-    ("chart", dict(law=(4.0, 0.79)), "entropy law: b1/se >= 3, isotonic R^2 >= 0.8"),
+    ("chart", dict(law=(2.9, 0.9)), "entropy law: b1/se >= 3, isotonic R^2 >= 0.8 [95% CI over prompts]"),
+    ("chart", dict(law=(4.0, 0.79)), "entropy law: b1/se >= 3, isotonic R^2 >= 0.8 [95% CI over prompts]"),
 ])
 def test_each_check_fails_past_its_bound(task, change, check):
   bench, memory, evaluation = _good()
@@ -132,3 +132,11 @@ def test_identity_row_names_float_ties_and_still_fails():
   del chain["divergences"]                                        # a report from before the diagnosis
   row = next(r for r in _verdicts(bench, memory, evaluation)[1] if r["check"] == name)
   assert row["values"]["table"] == "NO (2)" and row["note"] == ""
+
+
+def test_law_cell_shows_the_interval_when_the_report_has_one():
+  bench, memory, evaluation = _good()
+  bench["tasks"]["chart"]["entropy_law"]["isotonic"]["r2_ci"] = [0.74, 0.84]
+  rows = rc.check(bench, memory, evaluation, GROUNDED, OPEN)
+  law = next(r for r in rows if r["check"].startswith("entropy law"))
+  assert law["values"]["chart"] == "4.0 (0.90 [0.74, 0.84])" and law["values"]["table"] == "4.0 (0.90)"

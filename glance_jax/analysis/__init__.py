@@ -9,6 +9,7 @@ only for plots, imported inside the plotting functions so this package imports w
     decile_table(H, a, n_bins=10) -> DecileTable   mean a per entropy quantile bin
     survival_table(table, a, censored, L)          per bin: survival rate and E[a] at it
     isotonic_fit(x, y, weights, decreasing=True), weighted_r2(y, fitted, weights)
+    isotonic_r2(H, a, censored, L), bootstrap_isotonic_r2(rows, L)   that R^2 alone; its interval over prompts
     copy_regime(fit, table, L) -> dict             cap e^{b0} (and the horizon-L cap) vs the floor
     analyze(records_by_task, L, pooled=False)      all of the above per task (pooled=True: also
                                                    over every task's rounds together, and the
@@ -28,15 +29,17 @@ from glance_jax.analysis.bootstrap import (
     bootstrap_geomean_ratio, compare_methods, geometric_mean, paired_bootstrap_diff,
     paired_bootstrap_ratio, paired_bootstrap_ratio_of_ratios)
 from glance_jax.analysis.entropy_law import (
-    CommonSlopeFit, DecileTable, EntropyLawFit, analyze, copy_regime, decile_table, end_censoring,
-    expected_accepted, fit_common_slope, fit_entropy_law, pool_records, survival_table, weighted_r2)
+    CommonSlopeFit, DecileTable, EntropyLawFit, analyze, bootstrap_isotonic_r2, copy_regime, decile_table,
+    end_censoring, expected_accepted, fit_common_slope, fit_entropy_law, isotonic_r2, pool_records, survival_table,
+    weighted_r2)
 from glance_jax.analysis.isotonic import isotonic_fit
 from glance_jax.analysis.law_report import (
     decile_markdown, law_checks, slope_difference, summary_markdown)
 from glance_jax.analysis.plots import plot_cap_vs_floor, plot_deciles, plot_paper_panels, plot_speedup_vs_budget
 
 __all__ = [
-    "CommonSlopeFit", "DecileTable", "EntropyLawFit", "analyze", "copy_regime", "decile_table",
+    "CommonSlopeFit", "DecileTable", "EntropyLawFit", "analyze", "bootstrap_isotonic_r2", "copy_regime", "decile_table",
+    "isotonic_r2",
     "end_censoring", "survival_table", "expected_accepted", "fit_common_slope", "fit_entropy_law", "isotonic_fit", "pool_records",
     "weighted_r2", "decile_markdown", "law_checks", "slope_difference", "summary_markdown",
     "bootstrap_geomean_ratio", "compare_methods", "geometric_mean", "paired_bootstrap_diff",

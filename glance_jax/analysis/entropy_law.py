@@ -318,17 +318,52 @@ def survival_table(table: DecileTable, a: np.ndarray, censored: np.ndarray, L: i
           "survival_p": p, "survival_a": e}
 
 
+def _binned_target(table: DecileTable, a: np.ndarray, censored: np.ndarray, L: int) -> tuple[np.ndarray, dict | None]:
+  """What the isotonic fit and the law R^2 fit per bin: the mean a, or with censored rounds the
+  bins' E[a] at their survival rates (then also survival_table's dict)."""
+  if not censored.any():
+    return table.mean_a, None
+  surv = survival_table(table, a, censored, L)
+  return surv["survival_a"], surv
+
+
+def isotonic_r2(H: Any, a: Any, censored: Any, L: int, n_bins: int = 10) -> float:
+  """analyze()'s per-task isotonic R^2 alone (no MLE): the decile table's non-increasing fit."""
+  H, a = _as_records(H, a, L)
+  censored = _as_censored(censored, a.size)
+  table = decile_table(H, a, n_bins)
+  y, _ = _binned_target(table, a, censored, L)
+  return weighted_r2(y, isotonic_fit(table.centres, y, table.counts, decreasing=True), table.counts)
+
+
+def bootstrap_isotonic_r2(rows: Sequence[tuple[Any, Any, Any]], L: int, n_bins: int = 10, *,
+                          n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
+  """Percentile interval of isotonic_r2 over the rows (prompts) resampled with replacement: rows[i] =
+  one prompt's (H, a, censored) per round. The rounds of one answer share its forks, so prompts,
+  not rounds, are the independent draws. Resamples that leave one distinct H are skipped."""
+  if len(rows) < 2:
+    raise ValueError(f"a bootstrap over prompts needs >= 2 rows, got {len(rows)}")
+  rng = np.random.default_rng(seed)
+  cols = [[np.asarray(r[i]).ravel() for r in rows] for i in range(3)]
+  vals = []
+  for _ in range(n_boot):
+    pick = rng.integers(0, len(rows), len(rows))
+    H, a, c = (np.concatenate([col[j] for j in pick]) for col in cols)
+    if np.unique(H).size > 1:
+      vals.append(isotonic_r2(H, a, c.astype(bool), L, n_bins))
+  lo, hi = np.nanpercentile(vals, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+  return float(lo), float(hi)
+
+
 def _task_entry(H: np.ndarray, a: np.ndarray, L: int, n_bins: int, censored: np.ndarray) -> dict[str, Any]:
   """One entry of analyze(): H, a already checked by _as_records. With censored rounds, the bins'
   E[a] at their survival rates (survival_table) stand in for their mean a in the isotonic fit,
   the law R^2 and the floor ("target": which one was used)."""
   table = decile_table(H, a, n_bins)
   deciles = table.to_dict()
-  y = table.mean_a
-  if censored.any():
-    surv = survival_table(table, a, censored, L)
+  y, surv = _binned_target(table, a, censored, L)
+  if surv is not None:
     deciles.update(surv)
-    y = surv["survival_a"]
     table = dataclasses.replace(table, mean_a=y)       # the floor of copy_regime
   iso = isotonic_fit(table.centres, y, table.counts, decreasing=True)
   out: dict[str, Any] = {

@@ -8,6 +8,7 @@ findings, and writing it as markdown.
   summary_markdown(analysis)   one row per task and one pooled: b0, b1 (se), z, isotonic and law
                                R^2, e^{b0}, lowest-decile mean a (its E[a] at the survival rate
                                when rounds reached the answer's end), floor / e^{b0}
+  isotonic_cell(checks)        "0.80 [0.74, 0.84]": the isotonic R^2 and its interval
   decile_markdown(entry)       one task's decile table: H range, mean H, n, mean a (se), isotonic
                                and law values
 
@@ -49,7 +50,7 @@ def law_checks(entry: Mapping[str, Any], *, min_z: float = MIN_Z, min_iso_r2: fl
   return {
       "spreads": spreads, "n_bins": len(centres), "h_range": h_range,
       "b1": _f(fit["b1"]) if fit else math.nan, "z_b1": z, "slope_positive": slope_ok,
-      "isotonic_r2": iso, "monotone": monotone,
+      "isotonic_r2": iso, "isotonic_r2_ci": entry["isotonic"].get("r2_ci"), "monotone": monotone,
       "law_r2": _f((entry.get("model") or {}).get("r2")),
       "cap_exp_b0": cr.get("cap_exp_b0"), "floor_mean": cr.get("floor_mean"),
       "floor_over_cap": cr.get("floor_over_cap"),
@@ -73,9 +74,15 @@ def _num(v: Any, fmt: str = ".2f") -> str:
   return "" if math.isnan(v) else format(v, fmt)
 
 
+def isotonic_cell(c: Mapping[str, Any]) -> str:
+  """The isotonic R^2, with its interval over prompts where the entry has one ("0.80 [0.74, 0.84]")."""
+  ci = c.get("isotonic_r2_ci")
+  return _num(c["isotonic_r2"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+
+
 def summary_markdown(analysis: Mapping[str, Any]) -> str:
   """The entropy-law table: every task, then the pooled row and the common slope if present."""
-  head = ("| task | rounds | mean a | b0 (se) | b1 (se) | b1/se | isotonic R^2 | law R^2 | e^b0 | "
+  head = ("| task | rounds | mean a | b0 (se) | b1 (se) | b1/se | isotonic R^2 [95% CI] | law R^2 | e^b0 | "
           "lowest-decile mean a | floor / e^b0 | H spreads | passes |")
   lines = [head, "|" + "---|" * 13]
   rows = list(analysis["tasks"].items())
@@ -92,7 +99,7 @@ def summary_markdown(analysis: Mapping[str, Any]) -> str:
       b0, b1 = f"no fit: {e.get('error')}", ""
     verdict = {None: "-", True: "yes", False: "no"}[c["passes"]]
     lines.append(f"| {name} | {n} | {_num(e['mean_a'])} | {b0} | {b1} | {_num(c['z_b1'], '.1f')} | "
-                 f"{_num(c['isotonic_r2'])} | {_num(c['law_r2'])} | {_num(c['cap_exp_b0'])} | "
+                 f"{isotonic_cell(c)} | {_num(c['law_r2'])} | {_num(c['cap_exp_b0'])} | "
                  f"{_num(floor)} | {_num(c['floor_over_cap'])} | "
                  f"{'yes' if c['spreads'] else 'no'} | {verdict} |")
   cs = analysis.get("common_slope")
