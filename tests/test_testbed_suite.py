@@ -624,3 +624,38 @@ def test_v5h_lines_clauses_and_unequal_forks():
   first, last = V5H._ADJECTIVES[0], V5H._ADJECTIVES[-1]
   assert adj_n[first] > 1.3 * adj_n[last], adj_n
   assert closers["That is all."] > closers["That is the text."] > closers["No line is left out."], closers
+
+
+# --- suite v5i: v5h's lines with each line led by its words, as v5g's reading block had them --------
+
+V5I = suites.get("v5i")
+
+
+def test_v5i_moves_only_the_lines_answers():
+  _assert_only_lines_answers_move(V5I, V5G, at=(("heldout", 11), ("train", 44)))
+
+
+def test_v5i_lines_lead_each_line_with_its_words():
+  """Over 200 lines answers: four lines "w w w: <2-4 adjectives>." with the scene's words in order,
+  then a closer line; each line's words are tokenised as v5g's reading block tokenises them (a
+  line's first word without its leading-space piece), so the target reads where it learned to."""
+  import re
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  for i in range(200):
+    s, _, a = V5I.record("lines", "train", i)
+    *lines, closer = a.split("\n")
+    assert closer in V5I._CLOSERS and len(lines) == 4, a
+    parts = [re.fullmatch(r"(\S+ \S+ \S+): ([^.]+)\.", line) for line in lines]
+    assert all(parts) and " ".join(p[1] for p in parts).split() == list(s.fields), a
+    for p in parts:
+      adj = re.split(r", | and ", p[2])
+      assert 2 <= len(adj) <= 4 and len(set(adj)) == len(adj) and set(adj) <= set(V5I._ADJECTIVES), a
+    if i < 20:
+      ref = tok.encode(V5G.record("lines", "train", i)[2].split(V5G.READING_END)[0]).tokens
+      got = tok.encode(a).tokens
+      for p in parts:
+        words = tok.encode(p[1]).tokens
+        assert any(ref[j:j + len(words)] == words for j in range(len(ref))), (words, ref)
+        assert any(got[j:j + len(words)] == words for j in range(len(got))), (words, got)
+      assert len(got) < V5I.ANSWER_TOKENS

@@ -28,6 +28,7 @@ _MODULES = {
     "v5f": "glance_jax.testbed.suite_v5f",   # v5e with the lines one verb and lists of two or three (stop 49)
     "v5g": "glance_jax.testbed.suite_v5g",   # v5f with the lines lists of two to four: shipped since stop 50
     "v5h": "glance_jax.testbed.suite_v5h",   # v5g with the lines read in their clauses, unequal forks (stop 51)
+    "v5i": "glance_jax.testbed.suite_v5i",   # v5h with each lines clause led by its words (stop 51)
 }
 VERSIONS = tuple(_MODULES)
 DEFAULT = "v5g"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
