@@ -57,10 +57,39 @@ def test_bands_partition_and_tally():
 def test_main_end_to_end(setup, tmp_path, capsys):
   target, head, _, task = setup
   rep = ra.main([str(task), "--limit", "2", "--budget", "15", "--max-new-tokens", "16", "--zeroed",
-                 "--json", str(tmp_path / "a.json")], target=target, head=head)
+                 "--roots", "3", "--json", str(tmp_path / "a.json")], target=target, head=head)
   out = capsys.readouterr().out
-  assert out.startswith("glance-15, 2 prompts") and "== zeroed head:" in out
+  assert out.startswith("glance-15, 2 prompts") and "== zeroed head:" in out and "== by root token" in out
+  assert 1 <= len(rep["by_root"]["roots"]) <= 3
   assert sum(b["rounds"] for b in rep["bands"]) > 0
   z = rep["zeroed"]
   assert z["accepted"] == sum(n for _, _, n in z["by_text"]) and z["tau"] >= 1.0
   assert (tmp_path / "a.json").exists()
+
+
+def test_roots_tabulate_kinds_and_the_fit_without_each():
+  """roots_of counts rounds by root token, most frequent first, and its R^2 figures are the law's
+  isotonic R^2 (analysis.isotonic_r2) over all rounds and over all but one root's; law_records cuts
+  the round that reached the answer's end as the bench does."""
+  from glance_jax.analysis import isotonic_r2
+  rng = np.random.default_rng(0)
+  rounds = []
+  for i in range(300):
+    root = ("x", "y", "z")[i % 3]
+    h = {"x": 0.001, "y": 0.004, "z": 1.5}[root] * rng.uniform(0.5, 1.5)
+    a = {"x": 7, "y": 15, "z": 3}[root] + int(rng.integers(-1, 1))
+    rounds.append({"root_entropy": h, "accepted": a, "a_law": min(a, 15), "censored": False, "root": root})
+  br = ra.roots_of(rounds, 2)
+  H = np.array([r["root_entropy"] for r in rounds])
+  a = np.array([r["a_law"] for r in rounds])
+  assert [r["root"] for r in br["roots"]] == ["x", "y"] and br["roots"][0]["rounds"] == 100
+  assert br["r2"] == pytest.approx(isotonic_r2(H, a, None, 15))
+  keep = np.array([r["root"] != "y" for r in rounds])
+  assert br["roots"][1]["r2_without"] == pytest.approx(isotonic_r2(H[keep], a[keep], None, 15))
+  assert br["roots"][1]["r2_without"] > br["r2"]            # the surer-but-longer kind holds the fit down
+  rounds[0]["first"] = True
+  last = ra.roots_of(rounds, 4)["roots"][-1]                # a row's first round is a kind of its own
+  assert (last["root"], last["rounds"]) == (ra.FIRST, 1)
+  row = [{"root_entropy": 0.1, "accepted": 3}, {"root_entropy": 0.2, "accepted": 5}]
+  ra.law_records(row, [3, 5], 1 + 4 + 2)                    # the last round emitted 2 of its 6
+  assert [(r["a_law"], r["censored"]) for r in row] == [(3, False), (2, True)]
