@@ -139,4 +139,4 @@ def test_law_cell_shows_the_interval_when_the_report_has_one():
   bench["tasks"]["chart"]["entropy_law"]["isotonic"]["r2_ci"] = [0.74, 0.84]
   rows = rc.check(bench, memory, evaluation, GROUNDED, OPEN)
   law = next(r for r in rows if r["check"].startswith("entropy law"))
-  assert law["values"]["chart"] == "4.0 (0.90 [0.74, 0.84])" and law["values"]["table"] == "4.0 (0.90)"
+  assert law["values"]["chart"] == "4.0 (0.900 [0.74, 0.84])" and law["values"]["table"] == "4.0 (0.900)"

@@ -8,7 +8,7 @@ findings, and writing it as markdown.
   summary_markdown(analysis)   one row per task and one pooled: b0, b1 (se), z, isotonic and law
                                R^2, e^{b0}, lowest-decile mean a (its E[a] at the survival rate
                                when rounds reached the answer's end), floor / e^{b0}
-  isotonic_cell(checks)        "0.80 [0.74, 0.84]": the isotonic R^2 and its interval
+  isotonic_cell(checks)        "0.797 [0.74, 0.84]": the isotonic R^2 and its interval
   decile_markdown(entry)       one task's decile table: H range, mean H, n, mean a (se), isotonic
                                and law values
 
@@ -75,9 +75,9 @@ def _num(v: Any, fmt: str = ".2f") -> str:
 
 
 def isotonic_cell(c: Mapping[str, Any]) -> str:
-  """The isotonic R^2, with its interval over prompts where the entry has one ("0.80 [0.74, 0.84]")."""
+  """The isotonic R^2, with its interval over prompts where the entry has one ("0.797 [0.74, 0.84]")."""
   ci = c.get("isotonic_r2_ci")
-  return _num(c["isotonic_r2"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+  return _num(c["isotonic_r2"], ".3f") + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")   # 0.797, not "0.80"
 
 
 def summary_markdown(analysis: Mapping[str, Any]) -> str:
