@@ -73,8 +73,8 @@ def roots_of(rounds: list[dict], top: int, L: int = 15) -> dict:
   """The `top` most frequent root tokens (every row's first round counted apart, as FIRST): per
   root its rounds, median root H, mean a, censored rounds, and the isotonic R^2 of the entropy
   law's deciles (the bench's figure) over every round but those: which kind of round holds the
-  law's fit down."""
-  from glance_jax.analysis import isotonic_r2
+  law's fit down. "r2_ci": that R^2's 95% interval over the prompts ("prompt" of each round)."""
+  from glance_jax.analysis import bootstrap_isotonic_r2, isotonic_r2
   H = np.array([r["root_entropy"] for r in rounds])
   a = np.array([r["a_law"] for r in rounds])
   cens = np.array([r["censored"] for r in rounds])
@@ -85,7 +85,10 @@ def roots_of(rounds: list[dict], top: int, L: int = 15) -> dict:
     m = roots == root
     out.append({"root": root, "rounds": int(n), "median_H": float(np.median(H[m])), "mean_a": float(a[m].mean()),
                 "censored": int(cens[m].sum()), "r2_without": fit(~m)})
-  return {"r2": fit(np.ones(H.size, bool)), "roots": out}
+  prompts = np.array([r.get("prompt", 0) for r in rounds])
+  rows = [(H[prompts == p], a[prompts == p], cens[prompts == p]) for p in np.unique(prompts)]
+  ci = list(bootstrap_isotonic_r2(rows, L)) if len(rows) >= 2 and np.unique(H).size > 1 else None
+  return {"r2": fit(np.ones(H.size, bool)), "r2_ci": ci, "roots": out}
 
 
 def zeroed_tally(rounds: list[dict]) -> list[tuple[str, str, int]]:
@@ -123,6 +126,8 @@ def anatomy(target, head, prompts, *, budget: int, max_new_tokens: int, edges, z
         ties.append({"arm": k, "prompt": len(accepted[k]), "at": d["at"], "gap": d["gap"]})
       row = rounds_of(res.tokens[0], res.accepted[0], res.root_entropy[0], decode)
       law_records(row, res.accepted[0], len(res.tokens[0]))
+      for r in row:
+        r["prompt"] = len(accepted[k])
       rounds[k] += row
       accepted[k].append(np.asarray(res.accepted[0]))
   out = {"budget": budget, "prompts": len(prompts), "bands": bands_of(rounds["glance"], edges), "float_ties": ties}
@@ -153,7 +158,8 @@ def markdown(rep: dict, show: int) -> str:
     lines += [f"  {r['root_entropy']:.3f} {r['accepted']:2d} {r['before']!r} | {r['text']!r}" for r in b["examples"][:show]]
   if "by_root" in rep:
     br = rep["by_root"]
-    lines.append(f"== by root token (law's isotonic R^2 over every round {_r2(br['r2'])}): "
+    ci = f" [{br['r2_ci'][0]:.2f}, {br['r2_ci'][1]:.2f}] over prompts" if br.get("r2_ci") else ""
+    lines.append(f"== by root token (law's isotonic R^2 over every round {_r2(br['r2'])}{ci}): "
                  "rounds, median H, mean a, censored, R^2 without them")
     lines += [f"  {r['root']!r:>10} {r['rounds']:4d} {r['median_H']:.5f} {r['mean_a']:5.2f} {r['censored']:3d} "
               f"{_r2(r['r2_without'])}" for r in br["roots"]]

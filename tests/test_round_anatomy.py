@@ -78,12 +78,14 @@ def test_roots_tabulate_kinds_and_the_fit_without_each():
     root = ("x", "y", "z")[i % 3]
     h = {"x": 0.001, "y": 0.004, "z": 1.5}[root] * rng.uniform(0.5, 1.5)
     a = {"x": 7, "y": 15, "z": 3}[root] + int(rng.integers(-1, 1))
-    rounds.append({"root_entropy": h, "accepted": a, "a_law": min(a, 15), "censored": False, "root": root})
+    rounds.append({"root_entropy": h, "accepted": a, "a_law": min(a, 15), "censored": False, "root": root,
+                   "prompt": i // 10})
   br = ra.roots_of(rounds, 2)
   H = np.array([r["root_entropy"] for r in rounds])
   a = np.array([r["a_law"] for r in rounds])
   assert [r["root"] for r in br["roots"]] == ["x", "y"] and br["roots"][0]["rounds"] == 100
   assert br["r2"] == pytest.approx(isotonic_r2(H, a, None, 15))
+  assert br["r2_ci"][0] <= br["r2"] <= br["r2_ci"][1]
   keep = np.array([r["root"] != "y" for r in rounds])
   assert br["roots"][1]["r2_without"] == pytest.approx(isotonic_r2(H[keep], a[keep], None, 15))
   assert br["roots"][1]["r2_without"] > br["r2"]            # the surer-but-longer kind holds the fit down
