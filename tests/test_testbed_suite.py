@@ -659,3 +659,20 @@ def test_v5i_lines_lead_each_line_with_its_words():
         assert any(ref[j:j + len(words)] == words for j in range(len(ref))), (words, ref)
         assert any(got[j:j + len(words)] == words for j in range(len(got))), (words, got)
       assert len(got) < V5I.ANSWER_TOKENS
+
+
+# --- suite v5j: v5g with the lines' answers opened by "Read:" ------------------------------------------
+
+V5J = suites.get("v5j")
+
+
+def test_v5j_opens_the_lines_and_moves_nothing_else():
+  """Every record shows v5g's scene, image and reading; a lines answer is v5g's after "Read:\\n" (its
+  first three tokens: "Read", ":", "\\n", then v5g's tokens), every other answer is v5g's."""
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  _assert_only_lines_answers_move(V5J, V5G, at=(("heldout", 13), ("train", 47)))
+  for i in range(20):
+    a, ag = V5J.record("lines", "train", i)[2], V5G.record("lines", "train", i)[2]
+    assert a == V5J.LINES_OPENER + ag and V5J.reading(a) == V5G.reading(ag)
+    assert tok.encode(a).tokens == ["Read", ":", "Ċ"] + tok.encode(ag).tokens
