@@ -9,9 +9,8 @@ the prefill's token, the reading's first word: the target is less sure of the ne
 from the answer's start and their targets stopped reading it; here the reading stays where v5g's
 target reads it, after a fixed opener, so the first round is rooted at "Read" (whose next token,
 ":", is as sure as a template's) and the reading's last words fall in the second round, rooted in
-the reading and stopping, as v5g's second round stops, at the first three-way fork of "Line 1 is ...".
-A round-by-round replay of the v5g rounds with this change (docs/testbed.md) puts the fit at 0.96,
-tau at 7.7 and the rounds at the cap unchanged (the second round's run is 3 tokens longer, 11-12).
+the reading and stopping, as v5g's second round stops, at the first three-way fork of "Line 1 is ...":
+v5g's second rounds all accept 8 or 9 tokens, so 3 more keep them under the cap of 15.
 
   lines    "Read:\\nbig blue pan\\nold dark sky\\n...\\n\\nLine 1 is cold and wet. ..."
 
