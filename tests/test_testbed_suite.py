@@ -676,3 +676,23 @@ def test_v5j_opens_the_lines_and_moves_nothing_else():
     a, ag = V5J.record("lines", "train", i)[2], V5G.record("lines", "train", i)[2]
     assert a == V5J.LINES_OPENER + ag and V5J.reading(a) == V5G.reading(ag)
     assert tok.encode(a).tokens == ["Read", ":", "Ċ"] + tok.encode(ag).tokens
+
+
+# --- suite v5k: v5j with the lines' lists of two to five adjectives ------------------------------------
+
+V5K = suites.get("v5k")
+
+
+def test_v5k_lines_lists_two_to_five_and_nothing_else_moves():
+  """Every record shows v5j's scene, image and reading, every answer but a lines answer is v5j's; a
+  lines answer keeps v5j's opener and reading, and over 300 its clauses say two to five adjectives."""
+  import re
+  _assert_only_lines_answers_move(V5K, V5J, at=(("heldout", 17), ("train", 51)))
+  counts = collections.Counter()
+  for i in range(300):
+    a = V5K.record("lines", "train", i)[2]
+    assert a.startswith(V5J.LINES_OPENER) and V5K.reading(a) == V5J.reading(V5J.record("lines", "train", i)[2])
+    clauses = re.findall(r"Line (\d) is ([^.]+)\. ", a.split(V5K.READING_END)[1])
+    assert [int(k) for k, _ in clauses] == [1, 2, 3, 4], a
+    counts.update(len(re.split(r", | and ", said)) for _, said in clauses)
+  assert set(counts) == {2, 3, 4, 5} and min(counts.values()) > 0.2 * sum(counts.values()), counts
