@@ -56,7 +56,7 @@ def _all(vals: Mapping[str, Any], ok: Callable[[Any], bool]) -> bool | None:
 
 
 def _law_cell(c) -> str:
-  """"8.8 (0.98 [0.95, 0.99])": b1/se, then the isotonic R^2 with its interval where the report has one."""
+  """"8.8 (0.976 [0.95, 0.99])": b1/se, then the isotonic R^2 with its interval where the report has one."""
   return f"{_num(c['z_b1'], '.1f')} ({isotonic_cell(c)})" if c else "-"
 
 

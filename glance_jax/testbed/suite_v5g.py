@@ -33,10 +33,13 @@ ANSWER_TOKENS = v5.ANSWER_TOKENS
 _LINES_COUNTS = v5e._LINES_COUNTS      # (2, 3, 4)
 
 
+def _lines_answer(s: Scene, rng, counts=_LINES_COUNTS) -> str:
+  """The reading, then one clause a line with `counts` adjectives (v5k passes its own counts)."""
+  return v5c._reading(s, rng) + READING_END + v5f._lines_explanation(s, rng, counts)
+
+
 def _answer(s: Scene, rng) -> str:
-  if s.task != "lines":
-    return v5f._answer(s, rng)
-  return v5c._reading(s, rng) + READING_END + v5f._lines_explanation(s, rng, _LINES_COUNTS)
+  return _lines_answer(s, rng) if s.task == "lines" else v5f._answer(s, rng)
 
 
 STREAM = Stream(VERSION, QUESTIONS, v4.STREAM.scene, v4.STREAM.draw, _answer, v4.STREAM.salts)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from glance_jax.testbed import suite_v4 as v4
 from glance_jax.testbed import suite_v5 as v5
-from glance_jax.testbed import suite_v5c as v5c
-from glance_jax.testbed import suite_v5f as v5f
 from glance_jax.testbed import suite_v5g as v5g
 from glance_jax.testbed import suite_v5j as v5j
 from glance_jax.testbed.stream import HELDOUT_RESERVED, OFFSET, SPLITS, Scene, Stream, record_index  # noqa: F401
@@ -38,7 +36,7 @@ _LINES_COUNTS = (2, 3, 4, 5)
 def _answer(s: Scene, rng) -> str:
   if s.task != "lines":
     return v5g._answer(s, rng)
-  return LINES_OPENER + v5c._reading(s, rng) + READING_END + v5f._lines_explanation(s, rng, _LINES_COUNTS)
+  return LINES_OPENER + v5g._lines_answer(s, rng, _LINES_COUNTS)
 
 
 STREAM = Stream(VERSION, QUESTIONS, v4.STREAM.scene, v4.STREAM.draw, _answer, v4.STREAM.salts)
