@@ -683,16 +683,39 @@ def test_v5j_opens_the_lines_and_moves_nothing_else():
 V5K = suites.get("v5k")
 
 
+def _lines_list_lengths(suite, n: int) -> collections.Counter:
+  """How many adjectives each clause of `suite`'s first n lines training answers lists, checking on
+  the way that each answer keeps v5j's opener and reading and says Line 1 to Line 4 in order."""
+  import re
+  counts = collections.Counter()
+  for i in range(n):
+    a = suite.record("lines", "train", i)[2]
+    assert a.startswith(V5J.LINES_OPENER) and suite.reading(a) == V5J.reading(V5J.record("lines", "train", i)[2])
+    clauses = re.findall(r"Line (\d) is ([^.]+)\. ", a.split(suite.READING_END)[1])
+    assert [int(k) for k, _ in clauses] == [1, 2, 3, 4], a
+    counts.update(len(re.split(r", | and ", said)) for _, said in clauses)
+  return counts
+
+
 def test_v5k_lines_lists_two_to_five_and_nothing_else_moves():
   """Every record shows v5j's scene, image and reading, every answer but a lines answer is v5j's; a
   lines answer keeps v5j's opener and reading, and over 300 its clauses say two to five adjectives."""
-  import re
   _assert_only_lines_answers_move(V5K, V5J, at=(("heldout", 17), ("train", 51)))
-  counts = collections.Counter()
-  for i in range(300):
-    a = V5K.record("lines", "train", i)[2]
-    assert a.startswith(V5J.LINES_OPENER) and V5K.reading(a) == V5J.reading(V5J.record("lines", "train", i)[2])
-    clauses = re.findall(r"Line (\d) is ([^.]+)\. ", a.split(V5K.READING_END)[1])
-    assert [int(k) for k, _ in clauses] == [1, 2, 3, 4], a
-    counts.update(len(re.split(r", | and ", said)) for _, said in clauses)
+  counts = _lines_list_lengths(V5K, 300)
   assert set(counts) == {2, 3, 4, 5} and min(counts.values()) > 0.2 * sum(counts.values()), counts
+
+
+# --- suite v5l: v5j with the lines' lists of two to four, four at twice the chance --------------------
+
+V5L = suites.get("v5l")
+
+
+def test_v5l_lines_lists_lean_to_four_and_nothing_else_moves():
+  """Every record shows v5j's scene, image and reading, every answer but a lines answer is v5j's; a
+  lines answer keeps v5j's opener and reading, and over 400 its clauses say two to four adjectives,
+  four about twice as often as two or three."""
+  _assert_only_lines_answers_move(V5L, V5J, at=(("heldout", 19), ("train", 53)))
+  counts = _lines_list_lengths(V5L, 400)
+  n = sum(counts.values())
+  assert set(counts) == {2, 3, 4}, counts
+  assert 0.2 < counts[2] / n < 0.3 and 0.2 < counts[3] / n < 0.3 and 0.45 < counts[4] / n < 0.55, counts

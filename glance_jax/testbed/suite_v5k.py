@@ -33,10 +33,16 @@ ANSWER_TOKENS = v5.ANSWER_TOKENS
 _LINES_COUNTS = (2, 3, 4, 5)
 
 
-def _answer(s: Scene, rng) -> str:
-  if s.task != "lines":
-    return v5g._answer(s, rng)
-  return LINES_OPENER + v5g._lines_answer(s, rng, _LINES_COUNTS)
+def answer_with(counts):
+  """v5j's answers with the lines' lists' lengths drawn uniformly from `counts` (v5l passes its own)."""
+  def answer(s: Scene, rng) -> str:
+    if s.task != "lines":
+      return v5g._answer(s, rng)
+    return LINES_OPENER + v5g._lines_answer(s, rng, counts)
+  return answer
+
+
+_answer = answer_with(_LINES_COUNTS)
 
 
 STREAM = Stream(VERSION, QUESTIONS, v4.STREAM.scene, v4.STREAM.draw, _answer, v4.STREAM.salts)
