@@ -1,7 +1,7 @@
 """Testbed suite v5h: v5g with each line's words read inside its clause, and the lines' forks unequal.
 
 Everything but the lines' answers is v5g's string for string. What it answers (64 held-out prompts a
-task, compute regime; docs/testbed.md "The shipped suite: v5g"):
+task, compute regime; docs/testbed.md "Suite v5g"):
 
 - The lines' entropy law sat on its bound (isotonic R^2 0.798 against 0.8; a bootstrap over prompts
   puts it in [0.74, 0.84]). benchmarks/round_anatomy.py on the v5g pair shows why: the rounds whose

@@ -26,15 +26,15 @@ _MODULES = {
     "v5d": "glance_jax.testbed.suite_v5d",   # v5c with the lines cut to forks, longer caption lists (stop 48)
     "v5e": "glance_jax.testbed.suite_v5e",   # v5d with no lines opener, verbs of few pieces (stop 48)
     "v5f": "glance_jax.testbed.suite_v5f",   # v5e with the lines one verb and lists of two or three (stop 49)
-    "v5g": "glance_jax.testbed.suite_v5g",   # v5f with the lines lists of two to four: shipped since stop 50
+    "v5g": "glance_jax.testbed.suite_v5g",   # v5f with the lines lists of two to four: shipped stops 50-51
     "v5h": "glance_jax.testbed.suite_v5h",   # v5g with the lines read in their clauses, unequal forks (stop 51)
     "v5i": "glance_jax.testbed.suite_v5i",   # v5h with each lines clause led by its words (stop 51)
     "v5j": "glance_jax.testbed.suite_v5j",   # v5g with the lines' answers opened by "Read:" (stop 51)
     "v5k": "glance_jax.testbed.suite_v5k",   # v5j with the lines' lists of two to five (stop 51)
-    "v5l": "glance_jax.testbed.suite_v5l",   # v5j with the lines' lists of 2, 3, 4, 4 (stop 52)
+    "v5l": "glance_jax.testbed.suite_v5l",   # v5j with the lines' lists of 2, 3, 4, 4: shipped since stop 52
 }
 VERSIONS = tuple(_MODULES)
-DEFAULT = "v5g"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
+DEFAULT = "v5l"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
 MARKER = "suite.json"
 
 
