@@ -515,8 +515,8 @@ def test_v5e_answer_lengths():
 V5F = suites.get("v5f")
 
 
-def _assert_only_lines_answers_move(new, old, at=(("heldout", 5), ("train", 31))):
-  """Every record of `new` shows `old`'s scene, image and reading; every answer but a lines answer
+def _assert_only_lines_answers_move(new, old, at=(("heldout", 5), ("train", 31)), moved="lines"):
+  """Every record of `new` shows `old`'s scene, image and reading; every answer but a `moved` task's
   is `old`'s string for string."""
   for task in new.TASKS:
     for split, i in at:
@@ -524,7 +524,7 @@ def _assert_only_lines_answers_move(new, old, at=(("heldout", 5), ("train", 31))
       s, im, a = new.record(task, split, i)
       assert s.content == so.content and im.tobytes() == imo.tobytes()
       assert new.reading(a) == old.reading(ao), (task, a)
-      assert (a == ao) == (task != "lines"), (task, a)
+      assert (a == ao) == (task != moved), (task, a)
 
 
 def test_v5f_moves_only_the_lines_free_part():
@@ -719,3 +719,30 @@ def test_v5l_lines_lists_lean_to_four_and_nothing_else_moves():
   n = sum(counts.values())
   assert set(counts) == {2, 3, 4}, counts
   assert 0.2 < counts[2] / n < 0.3 and 0.2 < counts[3] / n < 0.3 and 0.45 < counts[4] / n < 0.55, counts
+
+
+# --- suite v5m: v5l with the caption's sentences bare adjective lists -------------------------------
+
+V5M = suites.get("v5m")
+
+
+def test_v5m_caption_sentences_are_bare_lists_and_nothing_else_moves():
+  """Every record shows v5l's scene, image and reading, every answer but a caption answer is v5l's; a
+  caption answer's free part is an opener, one sentence of six to eight adjectives a shape and one
+  more, then a closer, with no "It" and no verb; every answer fits ANSWER_TOKENS."""
+  import re
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(str(paths.TARGET / "tokenizer.json"))
+  _assert_only_lines_answers_move(V5M, V5L, at=(("heldout", 21), ("train", 55)), moved="caption")
+  adjectives = set(V5B._CAPTION_ADJECTIVES)
+  for i in range(100):
+    s, _, a = V5M.record("caption", "train", i)
+    free = a.split(V5M.READING_END)[1]
+    assert "It " not in free and " looks" not in free and " is " not in free.split(". ")[-2], a
+    sentences = free.split(". ")
+    assert len(sentences) == len(s.fields) + 2, a          # opener + first list, the other lists, closer
+    lists = [sentences[0].split(": ", 1)[1]] + sentences[1:-1]
+    for said in lists:
+      words = [w.lower() for w in re.split(r", | and ", said.rstrip("."))]
+      assert 6 <= len(words) <= 8 and set(words) <= adjectives and len(set(words)) == len(words), (said, a)
+    assert len(tok.encode(a).tokens) < V5M.ANSWER_TOKENS

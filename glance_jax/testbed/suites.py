@@ -32,6 +32,7 @@ _MODULES = {
     "v5j": "glance_jax.testbed.suite_v5j",   # v5g with the lines' answers opened by "Read:" (stop 51)
     "v5k": "glance_jax.testbed.suite_v5k",   # v5j with the lines' lists of two to five (stop 51)
     "v5l": "glance_jax.testbed.suite_v5l",   # v5j with the lines' lists of 2, 3, 4, 4: shipped since stop 52
+    "v5m": "glance_jax.testbed.suite_v5m",   # v5l with the caption's sentences bare adjective lists (stop 52)
 }
 VERSIONS = tuple(_MODULES)
 DEFAULT = "v5l"         # the version testbed/ ships (its suite.json; tests/test_testbed.py checks)
