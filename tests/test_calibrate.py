@@ -324,6 +324,20 @@ def test_table_auto_plain_ar_is_a_boolean(tmp_path):
     policies.read_round_cost(path)
 
 
+def test_table_auto_pause_is_a_boolean_off_by_default(tmp_path):
+  data = {"schema": policies.COST_SCHEMA, "t_over_ar": {"0": 5.0, "15": 9.0, "31": 12.0, "63": 19.0}}
+  path = tmp_path / "t.json"
+  path.write_text(json.dumps(data))
+  assert policies.read_round_cost(path).pause is False
+  data["auto_pause"] = True
+  path.write_text(json.dumps(data))
+  assert policies.read_round_cost(path).pause is True
+  data["auto_pause"] = 1
+  path.write_text(json.dumps(data))
+  with pytest.raises(ValueError, match=r"t.json: key 'auto_pause' must be true or false"):
+    policies.read_round_cost(path)
+
+
 def test_builtin_tables_by_batch():
   """A call at batch B reads the built-in table measured at the largest batch <= B (1, 2, 4, 8); all
   ship in the wheel (pyproject package-data)."""

@@ -202,6 +202,32 @@ def test_auto_builds_only_the_widest_width_that_could_pay(setup):
   assert [list(t) for t in auto.tokens] == _rows(refs[3])
 
 
+def test_auto_pauses_drafting_where_rounds_do_not_pay(setup):
+  """A random head's rounds earn (1 + A) / 9.87 tokens per AR step, far below an AR step's 1: glance-auto
+  drafts two rounds (its gain starts at 2), pauses 8 plain AR steps, and each probe that does not pay
+  doubles the pause (8, 16, 32, ...); AR's tokens throughout. With the pause off (table key
+  'auto_pause': false, the default) the same table verifies width 15 every round."""
+  from glance_jax.decode import policies
+  from glance_jax.decode.policies import auto
+  target, head, batches, stops, refs = setup
+  rc = policies.RoundCost({0: 50.0, 15: 9.87, 31: 50.0, 63: 60.0}, compiled=(15,), pause=True)
+  pattern, n = [15, 15], auto.PAUSE
+  while len(pattern) < 4 * MAX_NEW:
+    pattern += [0] * n + [15]
+    n = min(2 * n, auto.PAUSE_MAX)
+  for b, ref in zip(batches[:2], refs[:2]):
+    res = generate(target, b, head=head, method="glance", budget=63, auto=True, round_cost=rc,
+                   max_new_tokens=MAX_NEW, stop_tokens=stops)
+    assert [list(t) for t in res.tokens] == _rows(ref)
+    got = res.widths.tolist()
+    assert got == pattern[: len(got)] and got.count(0) >= auto.PAUSE, got
+  import dataclasses
+  off = generate(target, batches[0], head=head, method="glance", budget=63, auto=True,
+                 round_cost=dataclasses.replace(rc, pause=policies.RoundCost({}).pause), max_new_tokens=MAX_NEW,
+                 stop_tokens=stops)
+  assert set(off.widths.tolist()) == {15} and [list(t) for t in off.tokens] == _rows(refs[0])
+
+
 def test_auto_with_a_table_that_says_nothing_pays_runs_ar(setup):
   """A cost table whose replay found no compiled set beating AR (`auto_plain_ar`, e.g. measured at a
   batch where verify rows are too dear) makes glance-auto the AR loop: AR's tokens, no verify rows."""

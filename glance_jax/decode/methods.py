@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from glance_jax.decode.drafter import Drafter
 from glance_jax.decode.drafters import ar, block, eagle3, ngram, two_model
-from glance_jax.decode.policies import (Auto, Fixed, NgramGate, RoundCost, WidthPolicy, auto_widths,
+from glance_jax.decode.policies import (PAUSE, Auto, Fixed, NgramGate, RoundCost, WidthPolicy, auto_widths,
                                         default_round_cost, ngram_pays_at_prior, ngram_widths)
 
 AUTO_BUDGET = 63        # glance-auto's widest tree
@@ -94,7 +94,10 @@ def glance_auto(target, head, budget: int, table: RoundCost, *, scheduled: bool 
   widths = table.auto_set(int(budget), depth)
   nodes = max(widths) or min(w for w in auto_widths(int(budget)) if w)
   drafter, params = block.build(target, head, nodes)
-  policy = Auto(widths, table.costs(widths), table.knots(widths), recorded_widths(nodes), scheduled)
+  # the pause weighs what rounds earn against the table's costs: off where the costs are not real
+  # (a forced width's measurement) or the widths are given (a replayed schedule)
+  pause = PAUSE if table.pause and table.force is None and not scheduled else 0
+  policy = Auto(widths, table.costs(widths), table.knots(widths), recorded_widths(nodes), scheduled, pause)
   return Plan("glance", drafter, params, policy, "auto")
 
 

@@ -73,6 +73,10 @@ class RoundCost:
   # table key 'auto_plain_ar': the replay found no compiled set that beats plain AR at this table's
   # batch, so glance-auto runs the AR loop (no head pass, no verify rows): generate() reads it
   plain_ar: bool = False
+  # table key 'auto_pause' (default false): glance-auto pauses drafting where its rounds stop paying
+  # (policies/auto.py, "The pause"; on the testbed it cost more than it saved: docs/rounds.md);
+  # false: it drafts every round, as the replay of auto_set assumes
+  pause: bool = False
 
   def knots(self, widths: tuple[int, ...]) -> tuple:
     """One calibration map per width (for LoopConfig.calib): the width's own fit where the table has
@@ -155,8 +159,11 @@ def read_round_cost(path) -> RoundCost:
   plain_ar = data.get("auto_plain_ar", False)
   if not isinstance(plain_ar, bool):
     raise ValueError(f"--round-cost: {path}: key 'auto_plain_ar' must be true or false, got {plain_ar!r}")
+  pause = data.get("auto_pause", False)
+  if not isinstance(pause, bool):
+    raise ValueError(f"--round-cost: {path}: key 'auto_pause' must be true or false, got {pause!r}")
   return RoundCost(widths, knots, dict(data.get("meta") or {}), path, ngram, per_width=per_width,
-                   compiled=tuple(compiled), plain_ar=plain_ar)
+                   compiled=tuple(compiled), plain_ar=plain_ar, pause=pause)
 
 
 def _knots(xs, ys, path: str, key: str) -> tuple:
