@@ -83,3 +83,14 @@ def test_decode_cli_says_whose_costs_chose_the_widths(world, tmp_path, monkeypat
   res = cli.main(base + ["--head", str(tmp_path / "h"), "--round-cost", "device"])
   assert res["round_cost"].startswith("measured on this device now")
   assert cli.main(base + ["--head", str(tmp_path / "h")])["round_cost"] == "built-in table (the testbed's CPU)"
+
+
+def test_a_cpu_table_is_kept_per_host(world, monkeypatch):
+  """jax names every CPU "cpu"; the key also holds the host's processor and last-level cache, so a
+  cache directory shared by two hosts keeps one table each (a round's cost in AR steps differs)."""
+  target, head, _ = world
+  key = dc.table_key(target, head, batch=1, budget=15)
+  assert key["host"] == dc.cpu_host() and "x" in key["host"]
+  monkeypatch.setattr(dc, "cpu_host", lambda: "Other CPU x2, L3 300M")
+  other = dc.table_key(target, head, batch=1, budget=15)
+  assert other["host"] == "Other CPU x2, L3 300M" and dc.table_path(other) != dc.table_path(key)

@@ -4,7 +4,9 @@ The built-in tables (decode/policies/round_cost_default*.json) were measured on 
 they mis-choose (a 32 MiB-L3 machine: the testbed's t_round(15) / t_AR 8.0 against the table's 6.87,
 glance-auto 0.86x AR on caption there against glance-15's 0.93x). `--round-cost device` instead:
 
-  1. looks for a table measured for this key: the backend and device kind, the target's and the
+  1. looks for a table measured for this key: the backend and device kind (on a CPU also the host's
+     processor model, core count and last-level cache, since jax calls every CPU "cpu" and a round's
+     cost in AR steps moves with the cache: 3.51 vs 4.12 on two hosts, docs/results.md), the target's and the
      head's shapes and dtype, the batch, the budget and a hash of the built-in table's calibration
      (a hash of them all names the file) under
      $GLANCE_JAX_CACHE/round_cost (default ~/.cache/glance_jax/round_cost);
@@ -50,11 +52,34 @@ def table_key(target, head, *, batch: int, budget: int) -> dict:
   """What a measured table is valid for."""
   import jax
   t, h = target.config.text, head.config
-  return {"backend": jax.default_backend(), "device": str(jax.devices()[0].device_kind),
+  backend = jax.default_backend()
+  host = {"host": cpu_host()} if backend == "cpu" else {}
+  return {"backend": backend, "device": str(jax.devices()[0].device_kind), **host,
           "hidden_size": t.hidden_size, "num_layers": t.num_hidden_layers, "vocab_size": t.vocab_size,
           "dtype": str(getattr(target.dtype, "__name__", target.dtype)), "head_layers": h.num_hidden_layers,
           "block_size": h.block_size, "batch": int(batch), "budget": int(budget),
           "table_version": TABLE_VERSION, "calibration": calibration_digest(batch)}
+
+
+def cpu_host() -> str:
+  """This host's processor as a round's cost sees it: "<model name> x<cores>, L3 <size>" (Linux sysfs /
+  procfs; what cannot be read is left out)."""
+  model = ""
+  try:
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+      if line.startswith("model name"):
+        model = line.split(":", 1)[1].strip()
+        break
+  except OSError:
+    pass
+  caches = []
+  for idx in sorted(pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+    try:
+      caches.append(f"L{(idx / 'level').read_text().strip()} {(idx / 'size').read_text().strip()}")
+    except OSError:
+      continue
+  last = caches[-1] if caches else ""
+  return ", ".join(x for x in (f"{model or 'cpu'} x{os.cpu_count()}", last) if x)
 
 
 def calibration_digest(batch: int) -> str:
