@@ -94,8 +94,7 @@ class Auto(WidthPolicy):
   def update(self, state: AutoState, proposal, res, w: int, live, r) -> AutoState:
     if proposal is None:   # a pause's AR step: nothing drafted, nothing to record or weigh
       return state
-    if self.record_widths:
-      state = state.record(proposal.scores, res, w, live, r, self.record_widths)
+    state = super().update(state, proposal, res, w, live, r)   # the calibration records
     earned = (1.0 + res.accepted.astype(jnp.float32)) / self.cost[self.widths.index(w)]
     return state.replace(gain=jnp.where(live, GAIN_KEEP * state.gain + (1.0 - GAIN_KEEP) * earned, state.gain),
                          streak=state.streak + 1)
