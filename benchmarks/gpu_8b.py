@@ -13,7 +13,7 @@ programs of AR + glance-63 compiled in 88 s; the default, 4 budgets and 3 rivals
     # rerunning with the same --cache-dir skips most compiles (XLA's persistent cache)
     # short of time: --budgets 15,63 --repeats 2 (fewer programs, fewer repeats)
 
-On the lent H200 (its image's python3: jax 0.11.2 + CUDA 13, flax, pillow, tokenizers, safetensors
+On the lent H100 / H200 (its image's python3: jax 0.11.2 + CUDA 13, flax, pillow, tokenizers, safetensors
 already there; no carried wheels: docs/benchmarking.md "jax 0.11.2"), the one command:
 
     PYTHONUNBUFFERED=1 python3 benchmarks/gpu_8b.py --json $OUT/gpu_8b.json --cache-dir /tmp/jax_cache
@@ -40,6 +40,14 @@ of 4, each timed end to end through generate() per round beside AR and glance-31
 (benchmarks/rival_round_cost.time_arms; random drafters accept little: a round's cost). Printed: a
 markdown table (t_round / t_AR = the tau a budget needs to break even with AR; with --taus, the
 predicted speedup tau(N) * t_AR / t_round(N) and the best N) and JSON with the device kind.
+Beside AR's ms/token, its physical floor (glance_jax.bench.physical_floor: the 15.3 GB a bf16 8B
+step reads at a 1k context, over the device's datasheet bandwidth where the table has the device,
+3.18 ms on an H200 and 4.56 on an H100 SXM, and over a read probe's measured bandwidth), and every
+arm with a paper tau (glance-63, EAGLE-3 8/8/32 and 3/1/4, two-model) at its own paper taus per
+task: tau / (t_round / t_AR), the speedup its measured round cost predicts there.
+
+The lent machine is an H100 (80 GB) or an H200 (141 GB); the default run needs ~35 GB (the 8B, its
+head, the 4B draft of two-model, the EAGLE-3 head), so either fits.
 """
 
 from __future__ import annotations
@@ -59,7 +67,8 @@ import jax.numpy as jnp  # noqa: E402
 
 from benchmarks import rival_round_cost as rrc  # noqa: E402
 from benchmarks import round_cost as rc  # noqa: E402
-from glance_jax.bench import round_split, timing  # noqa: E402
+from glance_jax.aot.bounds import PAPER_ARM_TAUS, PAPER_TASKS  # noqa: E402
+from glance_jax.bench import physical_floor, round_split, timing  # noqa: E402
 from glance_jax.bench.random_models import long_prompt, size_config  # noqa: E402
 from glance_jax.config import QWEN3_VL_8B  # noqa: E402
 from glance_jax.head import Head  # noqa: E402
@@ -87,6 +96,8 @@ def main(argv=None) -> dict:
   ap.add_argument("--cache-dir", default=None, help="XLA persistent compilation cache (reruns skip compiles)")
   ap.add_argument("--rivals", default="eagle3,eagle3-chain,two-model",
                   help="rival arms timed beside AR and glance ('' = none): eagle3, eagle3-chain, two-model")
+  ap.add_argument("--probe-mb", type=int, default=None,
+                  help="MB of the bandwidth probe (default 2048 on an accelerator, 64 on a CPU; 0 skips it)")
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--json", default=None, help="write the results here")
   args = ap.parse_args(argv)
@@ -120,22 +131,61 @@ def main(argv=None) -> dict:
                                 lossless=False)
   rows = rc.cost_rows(res, taus)
   t_ar = rows[0]["round_ms"]
+  probe_mb = args.probe_mb if args.probe_mb is not None else (64 if dev.platform == "cpu" else 2048)
+  probed = physical_floor.probe_gb_s(probe_mb << 20) if probe_mb > 0 else None
+  floor = physical_floor.floor(cfg, res["context"], jnp.dtype(dtype).itemsize, dev.device_kind, probed)
   print(f"\n## Cost of a round, {args.size} target in {args.dtype} on {dev.device_kind} (random weights, "
         f"oracle drafter), {args.repeats} interleaved repeats, medians\n")
   print(rc.table(res, rows))
   print(f"\nAR: {t_ar:.3f} ms/token ({1e3 / t_ar:.1f} tokens/s). Same tokens as AR (oracle loops): " +
         ", ".join(f"N={r['budget']} {'yes' if r.get('same_tokens_as_ar') else 'no'} (tau {r['oracle_tau']:.2f})"
                   for r in rows if r["method"] == "glance"))
+  print(physical_floor.describe(floor, t_ar))
   print(rc.NOTES)
+  paper = paper_predictions({f"glance-{r['budget']}": r["ratio_to_ar"] for r in rows if r["method"] == "glance"})
   report = dict(command=command, device_kind=dev.device_kind, platform=dev.platform, size=args.size,
                 dtype=args.dtype, params_m=res["params_m"], head_layers=res["head_layers"],
                 head_params_m=res["head_params_m"], context=res["context"], image=args.image,
-                ar_ms_per_token=t_ar, rows=rows, best=rc.best_budget(rows), taus=taus, init_seconds=t_init,
-                split=res, rivals=None)
+                ar_ms_per_token=t_ar, floor=floor, rows=rows, best=rc.best_budget(rows), taus=taus,
+                paper_predictions=paper, init_seconds=t_init, split=res, rivals=None)
   if args.json:  # the glance table lands before the rivals run: a lease cut short still returns it
     timing.finish(dict(report), t0, args.json, f" to {args.json}; the rivals next", label="glance rows written at")
   report["rivals"] = _rivals(args, cfg, target, head, prompt, dtype)
+  if report["rivals"]:  # every arm timed end to end in one table: its ratios replace the split's glance-63
+    report["paper_predictions"] = paper_predictions({r["arm"]: r["round_over_ar"] for r in report["rivals"]})
+  if report["paper_predictions"]:
+    print(paper_table(report["paper_predictions"]))
   return timing.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
+
+
+# The arms with a tau in the paper, by their names here (the aot runs' keys of bounds.PAPER_ARM_TAUS).
+PAPER_ARMS = {"glance-63": "glance63", "eagle3": "eagle3", "eagle3-chain": "eagle3chain", "two-model": "twomodel"}
+
+
+def paper_predictions(round_over_ar: dict[str, float]) -> list[dict]:
+  """Each arm with a paper tau (its own, per task: docs/baselines.md section 1) at its measured
+  t_round / t_AR: predicted speedup tau / (t_round / t_AR) per task, and their geometric mean."""
+  out = []
+  for arm, key in PAPER_ARMS.items():
+    if arm not in round_over_ar:
+      continue
+    ratio = round_over_ar[arm]
+    speed = {task: PAPER_ARM_TAUS[key][task] / ratio for task in PAPER_TASKS}
+    geo = 1.0
+    for v in speed.values():
+      geo *= v ** (1 / len(speed))
+    out.append(dict(arm=arm, round_over_ar=ratio, taus=dict(PAPER_ARM_TAUS[key]), speedup=speed, geomean=geo))
+  return out
+
+
+def paper_table(preds: list[dict]) -> str:
+  head = "| arm | t_round / t_AR | " + " | ".join(PAPER_TASKS) + " | geomean |"
+  lines = ["\n## Predicted speedup over AR at each arm's own paper taus (tau -> tau / (t_round / t_AR))\n", head,
+           "|" + "---|" * (len(PAPER_TASKS) + 3)]
+  for p in preds:
+    cells = " | ".join(f"{p['taus'][t]:.2f} -> {p['speedup'][t]:.2f}x" for t in PAPER_TASKS)
+    lines.append(f"| {p['arm']} | {p['round_over_ar']:.2f} | {cells} | {p['geomean']:.2f}x |")
+  return "\n".join(lines)
 
 
 def _rivals(args, cfg, target, head, prompt, dtype) -> list[dict]:

@@ -96,6 +96,11 @@ def test_gpu_8b_smoke_tiny(tmp_path, capsys):
   rivals = {r["arm"]: r for r in saved["rivals"]}
   assert list(rivals) == ["ar", "glance-31", "glance-63", "eagle3", "eagle3-chain", "two-model"], list(rivals)
   assert rivals["eagle3"]["passes"] == 8 and rivals["two-model"]["verified"] == 5 and "## The rivals" in out
+  # the floor beside AR (no datasheet for a CPU: the probe's bandwidth alone), and each arm at its paper taus
+  assert saved["floor"]["probed_gb_s"] > 0 and saved["floor"]["nominal"] is None and "Floor of an AR token" in out
+  preds = {p["arm"]: p for p in saved["paper_predictions"]}
+  assert list(preds) == ["glance-63", "eagle3", "eagle3-chain", "two-model"] and "## Predicted speedup" in out
+  assert preds["eagle3"]["round_over_ar"] == rivals["eagle3"]["round_over_ar"]
 
 
 def test_rival_round_cost_smallest_run(tmp_path, capsys):

@@ -74,15 +74,21 @@ def text_config(meta: dict) -> dict:
 
 
 def floor_bytes(meta: dict, bytes_per_param: int = 2, batch: int = 1) -> float:
+  """Bytes one device must read per AR step of `batch` rows of a report's program (step_bytes)."""
+  return step_bytes(text_config(meta), int(meta["sizes"]["prompt_len"]), bytes_per_param, batch,
+                    int(meta["devices"]))
+
+
+def step_bytes(t: dict, prompt_len: int, bytes_per_param: int = 2, batch: int = 1, devices: int = 1) -> float:
   """Bytes one device must read per AR step of `batch` rows: decoder layers + lm_head once (split
-  over the mesh's devices, as the weights are) + each row's KV cache at the prompt length (ditto)."""
-  t = text_config(meta)
+  over the devices, as the weights are) + each row's KV cache at the prompt length (ditto). `t` is
+  the text config as a dict (TextConfig's fields)."""
   d, i, h, kv, hd = (t[k] for k in ("hidden_size", "intermediate_size", "num_attention_heads",
                                     "num_key_value_heads", "head_dim"))
-  layer = d * h * hd * 2 + d * kv * hd * 2 + 3 * d * i + 2 * d          # q, o, k, v, MLP, norms
+  layer = d * h * hd * 2 + d * kv * hd * 2 + 3 * d * i + 2 * d + 2 * hd  # q, o, k, v, MLP, norms, q/k norms
   params = t["num_hidden_layers"] * layer + t["vocab_size"] * d + d
-  kv_bytes = t["num_hidden_layers"] * 2 * kv * hd * int(meta["sizes"]["prompt_len"]) * bytes_per_param
-  return (params * bytes_per_param + batch * kv_bytes) / int(meta["devices"])
+  kv_bytes = t["num_hidden_layers"] * 2 * kv * hd * prompt_len * bytes_per_param
+  return (params * bytes_per_param + batch * kv_bytes) / devices
 
 
 def _per_iteration(row: dict, rounds: dict[str, dict]) -> tuple[float, float, float]:
