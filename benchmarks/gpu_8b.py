@@ -46,6 +46,10 @@ step reads at a 1k context, over the device's datasheet bandwidth where the tabl
 arm with a paper tau (glance-63, EAGLE-3 8/8/32 and 3/1/4, two-model) at its own paper taus per
 task: tau / (t_round / t_AR), the speedup its measured round cost predicts there.
 
+A lease's command stops at 600 s, so the run guards itself: the glance table is written to --json
+as soon as it is measured, and a rival arm whose compile and repeats would likely end past
+--deadline-s (540 s from the start; judged by the slowest arm so far) is skipped and reported so.
+
 The lent machine is an H100 (80 GB) or an H200 (141 GB); the default run needs ~35 GB (the 8B, its
 head, the 4B draft of two-model, the EAGLE-3 head), so either fits.
 """
@@ -98,6 +102,9 @@ def main(argv=None) -> dict:
                   help="rival arms timed beside AR and glance ('' = none): eagle3, eagle3-chain, two-model")
   ap.add_argument("--probe-mb", type=int, default=None,
                   help="MB of the bandwidth probe (default 2048 on an accelerator, 64 on a CPU; 0 skips it)")
+  ap.add_argument("--deadline-s", type=float, default=540.0,
+                  help="seconds from the start by which the rivals must end: an arm that would likely end "
+                       "later is skipped (the lent GPU stops a command at 600 s; 0 = no deadline)")
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--json", default=None, help="write the results here")
   args = ap.parse_args(argv)
@@ -150,9 +157,11 @@ def main(argv=None) -> dict:
                 paper_predictions=paper, init_seconds=t_init, split=res, rivals=None)
   if args.json:  # the glance table lands before the rivals run: a lease cut short still returns it
     timing.finish(dict(report), t0, args.json, f" to {args.json}; the rivals next", label="glance rows written at")
-  report["rivals"] = _rivals(args, cfg, target, head, prompt, dtype)
+  deadline = t0 + args.deadline_s if args.deadline_s > 0 else None
+  report["rivals"] = _rivals(args, cfg, target, head, prompt, dtype, deadline)
   if report["rivals"]:  # every arm timed end to end in one table: its ratios replace the split's glance-63
-    report["paper_predictions"] = paper_predictions({r["arm"]: r["round_over_ar"] for r in report["rivals"]})
+    report["paper_predictions"] = paper_predictions({r["arm"]: r["round_over_ar"] for r in report["rivals"]
+                                                     if "skipped" not in r})
   if report["paper_predictions"]:
     print(paper_table(report["paper_predictions"]))
   return timing.finish(report, t0, args.json, f" (init {t_init:.0f}s)")
@@ -188,7 +197,7 @@ def paper_table(preds: list[dict]) -> str:
   return "\n".join(lines)
 
 
-def _rivals(args, cfg, target, head, prompt, dtype) -> list[dict]:
+def _rivals(args, cfg, target, head, prompt, dtype, deadline: float | None) -> list[dict]:
   """The rival arms of --rivals beside AR and glance-31 / 63, one table (rival_round_cost.time_arms)."""
   wanted = [x for x in args.rivals.split(",") if x]
   unknown = set(wanted) - {"eagle3", "eagle3-chain", "two-model"}
@@ -196,6 +205,9 @@ def _rivals(args, cfg, target, head, prompt, dtype) -> list[dict]:
     raise SystemExit(f"--rivals: unknown arm(s) {sorted(unknown)}; choose from eagle3, eagle3-chain, two-model")
   if not wanted:
     return []
+  if deadline is not None and time.perf_counter() > deadline:   # not even AR's reference fits
+    print(f"\nThe rivals skipped: --deadline-s {args.deadline_s:.0f} has passed")
+    return [dict(arm=a, skipped="deadline") for a in ["ar", "glance-31", "glance-63"] + wanted]
   from glance_jax.decode.drafters.two_model import draft_config_for
   e3 = rrc.eagle3_random(target, args.seed + 4, 32000 if cfg == QWEN3_VL_8B else None) if any(
       w.startswith("eagle3") for w in wanted) else None
@@ -203,10 +215,13 @@ def _rivals(args, cfg, target, head, prompt, dtype) -> list[dict]:
   arms = {"ar": ("ar", None, 1), "glance-31": ("glance", head, 31), "glance-63": ("glance", head, 63)}
   arms.update({k: v for k, v in rrc.rival_arms(target, e3, draft).items() if k in wanted})
   rows = rrc.time_arms(target, arms, prompt, max_new=args.new_tokens, repeats=args.repeats, seed=args.seed,
-                       log=lambda m: print(m, flush=True))
+                       log=lambda m: print(m, flush=True), deadline=deadline)
   print("\n## The rivals, end to end per round (random drafters: a round's cost, not its acceptance)\n")
   print("| arm | draft passes | verified tokens | ms / round | t_round / t_AR | same tokens as AR |\n|---|---|---|---|---|---|")
   for r in rows:
+    if "skipped" in r:
+      print(f"| {r['arm']} | skipped: {r['skipped']} (--deadline-s {args.deadline_s:.0f}) | | | | |")
+      continue
     print(f"| {r['arm']} | {r['passes']} | {r['verified']} | {r['ms_per_round']:.2f} | {r['round_over_ar']:.2f} | "
           f"{'yes' if r['lossless'] else 'no'} |")
   return rows

@@ -84,9 +84,12 @@ def make_arms(cfg, widen: int, seed: int = 3):
   return target, {**arms, **rival_arms(target, eagle3_random(target, seed + 4), draft)}
 
 
-def time_arms(target, arms: dict, prompt, *, max_new: int, repeats: int, seed: int = 0, log=print) -> list[dict]:
+def time_arms(target, arms: dict, prompt, *, max_new: int, repeats: int, seed: int = 0, log=print,
+              deadline: float | None = None) -> list[dict]:
   """Per arm (the first must be "ar"): generate() end to end (the prefill included) over its rounds,
-  interleaved repeats, medians; each arm's tokens checked against the first arm's."""
+  interleaved repeats, medians; each arm's tokens checked against the first arm's. With `deadline`
+  (a time.perf_counter() value), an arm whose compile and repeats would likely end past it (judged
+  by the slowest arm compiled so far) is skipped: a row {arm, skipped: "deadline"} in its place."""
   from glance_jax.bench.engine import generate
 
   def run(label):
@@ -95,21 +98,28 @@ def time_arms(target, arms: dict, prompt, *, max_new: int, repeats: int, seed: i
     res = generate(target, prompt, head=head, method=method, budget=budget, max_new_tokens=max_new, stop_tokens=())
     return time.perf_counter() - t0, res
 
-  ref, meta = None, {}
+  ref, meta, slowest, skipped = None, {}, 0.0, []
   for label in arms:                      # compile every arm, check its tokens against AR's
+    if deadline is not None and ref is not None and time.perf_counter() + 1.5 * slowest > deadline:
+      skipped.append(label)
+      log(f"skipped {label}: the deadline is {deadline - time.perf_counter():.0f}s away, "
+          f"the slowest arm so far took {slowest:.0f}s")
+      continue
+    t0 = time.perf_counter()
     _, res = run(label)
+    slowest = max(slowest, (time.perf_counter() - t0) * (1 + repeats / 4))   # its compile, then its repeats
     toks = [int(t) for t in res.tokens[0]]
     ref = toks if ref is None else ref
     meta[label] = dict(lossless=toks == ref, rounds=int(res.rounds[0]), passes=int(res.draft_passes_per_round),
                        verified=int(res.num_nodes) + 1)
     log(f"compiled {label}: {meta[label]}")
-  times = {label: [] for label in arms}
-  for label in timing.interleaved(list(arms), repeats, seed):
+  times = {label: [] for label in meta}
+  for label in timing.interleaved(list(meta), repeats, seed):
     dt, res = run(label)
     times[label].append(1e3 * dt / max(int(res.rounds[0]), 1))
   t_ar = timing.median(times[next(iter(arms))])
   return [dict(arm=label, ms_per_round=timing.median(v), round_over_ar=timing.median(v) / t_ar, **meta[label])
-          for label, v in times.items()]
+          for label, v in times.items()] + [dict(arm=label, skipped="deadline") for label in skipped]
 
 
 def measure(widen: int = 8, max_new: int = 48, repeats: int = 5, context: int = 300, seed: int = 3) -> dict:

@@ -347,7 +347,8 @@ def test_builtin_tables_by_batch():
   assert [t.meta["batch"] for t in (one, two, four, eight)] == [1, 2, 4, 8]
   assert policies.default_round_cost(3) is two and policies.default_round_cost(7) is four
   assert policies.default_round_cost(32) is eight and policies.default_round_cost(0) is one
-  assert not one.plain_ar and not two.plain_ar and four.plain_ar and eight.plain_ar
+  # measured on the testbed's in-cache target (compute-bound CPU): no width beats AR at any batch
+  assert one.plain_ar and two.plain_ar and four.plain_ar and eight.plain_ar
   data = tomllib.loads((Path(policies.__file__).resolve().parents[3] / "pyproject.toml").read_text())
   assert "*.json" in data["tool"]["setuptools"]["package-data"]["glance_jax.decode.policies"]
 
@@ -389,3 +390,30 @@ def test_apply_choice_writes_the_replays_best_set_into_the_table():
   far = {"15": {"15": 8.0}, "31": {"31": 12.0}, "15,31": {"15": 8.1, "31": 9.0}}      # 1.25, 1.08, 1.44
   auto_set.apply_choice(table, far, pred, obs, (15, 31, 63), (), margin=0.05)
   assert table["auto_set"] == [15, 31]
+
+
+def test_each_builtin_table_compiles_what_its_own_rounds_choose():
+  """A built-in table's compiled set (auto_set, auto_plain_ar) is what the policy, replayed on the
+  calibration rounds stored beside it at its stored set costs, chooses: a refit that keeps an earlier
+  head's set (the batch-1 table once kept [15] where its own rounds earned 0.74 tokens per AR step)
+  fails here."""
+  import copy
+  import pathlib
+  for b in (1, 2, 4, 8):
+    rc = policies.default_round_cost(b)
+    table = json.loads(pathlib.Path(rc.path).read_text())
+    pred, obs, rw = auto_set.replay_rounds(table, rc.path)
+    assert pred.shape[1] == b and table["meta"]["batch"] == b
+    again = copy.deepcopy(table)
+    auto_set.apply_choice(again, auto_set.stored_set_costs(table), pred, obs, rw, auto_set.table_width_knots(table, rw))
+    assert (again["auto_set"], again["auto_plain_ar"]) == (table["auto_set"], table.get("auto_plain_ar", False)), b
+
+
+def test_stored_set_costs_and_width_knots_read_a_table():
+  table = {"auto_sets": [{"auto_set": [15], "t_over_ar": {"15": 6.5}},
+                         {"auto_set": [15, 31], "t_over_ar": {"15": 8.0, "31": 11.0}}],
+           "calibration": {"predicted": [1.0, 5.0], "observed": [1.5, 4.0],
+                           "per_width": {"31": {"predicted": [2.0], "observed": [3.0]}}}}
+  assert auto_set.stored_set_costs(table) == {"15": {"15": 6.5}, "15,31": {"15": 8.0, "31": 11.0}}
+  assert auto_set.table_width_knots(table, (15, 31)) == {15: ((1.0, 5.0), (1.5, 4.0)), 31: ((2.0,), (3.0,))}
+  assert auto_set.stored_set_costs({}) == {}

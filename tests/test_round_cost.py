@@ -117,3 +117,21 @@ def test_rival_round_cost_smallest_run(tmp_path, capsys):
   assert rows["ar"]["round_over_ar"] == 1.0 and all(r["ms_per_round"] > 0 for r in rows.values())
   assert "| eagle3 | 8 | 32 |" in capsys.readouterr().out
   assert json.loads(path.read_text())["rows"][0]["arm"] == "ar"
+
+
+def test_time_arms_skips_what_would_end_past_the_deadline(capsys):
+  """gpu_8b's guard for a lease's 10-minute command: AR (the reference) always runs; an arm whose
+  compile and repeats would likely end past the deadline is reported skipped, not timed."""
+  import time
+
+  from benchmarks import rival_round_cost as rrc
+  from glance_jax.bench.random_models import long_prompt, make_head, make_target, size_config
+  cfg = size_config("micro")
+  target = make_target(cfg, 0)
+  arms = {"ar": ("ar", None, 1), "glance-3": ("glance", make_head(target, 1, 1), 3)}
+  prompt = long_prompt(cfg, 32, 0, image=False)
+  rows = rrc.time_arms(target, arms, prompt, max_new=4, repeats=1, deadline=time.perf_counter())
+  assert rows[0]["arm"] == "ar" and rows[0]["round_over_ar"] == 1.0
+  assert rows[1] == {"arm": "glance-3", "skipped": "deadline"} and "skipped glance-3" in capsys.readouterr().out
+  rows = rrc.time_arms(target, arms, prompt, max_new=4, repeats=1, deadline=time.perf_counter() + 600)
+  assert [r["arm"] for r in rows] == ["ar", "glance-3"] and rows[1]["lossless"]

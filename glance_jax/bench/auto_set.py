@@ -98,6 +98,22 @@ def choose_auto_set(set_costs: dict[str, dict[str, float]], pred, obs, record_wi
   return tuple(rows[0]["auto_set"]), rows
 
 
+def stored_set_costs(table: dict) -> dict[str, dict[str, float]]:
+  """The set costs a table's compiled set was chosen on (its auto_sets' t_S(w) / t_AR), keyed as
+  choose_auto_set takes them: for choosing again on other rounds without timing again."""
+  return {set_key(r["auto_set"]): {str(w): float(t) for w, t in r["t_over_ar"].items()}
+          for r in table.get("auto_sets") or []}
+
+
+def table_width_knots(table: dict, record_widths) -> dict[int, tuple]:
+  """The calibration map the loop applies per width (as RoundCost.knots): the width's own fit where
+  the table's calibration has one, else the pooled one."""
+  cal = table.get("calibration") or {}
+  pooled = (tuple(cal.get("predicted", ())), tuple(cal.get("observed", ())))
+  own = {int(w): (tuple(k["predicted"]), tuple(k["observed"])) for w, k in (cal.get("per_width") or {}).items()}
+  return {int(w): own.get(int(w), pooled) for w in record_widths}
+
+
 # --- the calibration rounds stored in a cost table (key 'replay'), for choosing a set elsewhere ---------
 
 REPLAY_KEY = "replay"

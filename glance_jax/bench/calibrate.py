@@ -29,7 +29,9 @@
    `auto_set`, its t_S as the `t_over_ar` of its widths. A wider tree lets the policy pick a wide
    width on the rounds that pay for it, but every round of that loop pays for building it; the
    replay weighs the two on measured costs. (Switching widths between rounds costs a little more
-   than the forced runs measure; not modelled.)
+   than the forced runs measure; not modelled.) With --no-cost the sets are not timed again: the
+   policy is replayed on the new rounds at the base table's stored t_S (its `auto_sets`), so the
+   written set always follows the rounds written beside it.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ import time
 
 import numpy as np
 
-from glance_jax.bench.auto_set import (REPLAY_KEY, apply_choice, candidate_sets, replay_payload, round_records,
-                                       set_key)
+from glance_jax.bench.auto_set import (REPLAY_KEY, apply_choice, candidate_sets, replay_payload,
+                                       round_records, set_key, stored_set_costs, table_width_knots)
 from glance_jax.analysis.isotonic import apply, pav
 
 
@@ -285,7 +287,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--heldout", type=int, default=0, help="also report the calibration on N held-out prompts per task")
   p.add_argument("--bench", help="fit the calibration on this bench JSON's records instead of a train run")
   p.add_argument("--label", default="glance-63", help="the bench method whose records to fit (--bench)")
-  p.add_argument("--no-cost", action="store_true", help="keep the base table's costs")
+  p.add_argument("--no-cost", action="store_true", help="keep the base table's costs (its compiled set is "
+                 "chosen again on the new calibration rounds at its stored set costs)")
   p.add_argument("--fixed", type=lambda t: [int(x) for x in t.split(",")], default=[],
                  help="also time plain glance at these comma-separated budgets (table key fixed_t_over_ar)")
   p.add_argument("--full-tree", action="store_true", help="time every width with the 63-node tree built "
@@ -301,6 +304,7 @@ def main(argv=None) -> dict:
   args = parser().parse_args(argv)
   import jax
 
+  from glance_jax.bench import device_cost
   from glance_jax.decode import policies
   from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor
@@ -334,7 +338,8 @@ def main(argv=None) -> dict:
     table.setdefault("meta", {}).update(
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
         num_layers=t.num_hidden_layers, vocab_size=t.vocab_size, block_size=head.config.block_size, batch=args.batch,
-        source="python -m glance_jax.bench.calibrate (real loop, forced widths, testbed train prompts)")
+        source="python -m glance_jax.bench.calibrate (real loop, forced widths, testbed train prompts)",
+        **({"host": device_cost.cpu_host()} if jax.default_backend() == "cpu" else {}))
     table.pop("whole_round_ms", None)
   if not args.no_calibration:
     results = []
@@ -368,13 +373,15 @@ def main(argv=None) -> dict:
         md.append(f"Held-out, width {w} ({wp.size} rounds): mean |E[A] - A| raw {mean_abs_error(wp, wo):.2f}, "
                   f"pooled map {mean_abs_error(wp, wo, knots):.2f}, width-{w} map {mean_abs_error(wp, wo, kn):.2f}; "
                   f"mean A {wo.mean():.2f}, pooled {apply(knots, wp).mean():.2f}, width-{w} {apply(kn, wp).mean():.2f}")
-  if sets and results:
+  # the compiled set: from the sets timed now, or, where only the calibration is refitted (--no-cost),
+  # chosen again on the new rounds at the base table's stored set costs, so a table's auto_set always
+  # follows the rounds written beside it (a refit that kept its base's set once shipped [15], chosen
+  # on an earlier head's rounds, where the new head's own rounds said AR: docs/rounds.md)
+  set_costs = table.pop("set_t_over_ar", None) if sets else (
+      stored_set_costs(table) if args.no_cost and not args.no_auto_set else None)
+  if set_costs and results:
     rounds_pred, rounds_obs, rw = round_records(results)
-    # the maps the loop will apply (as RoundCost.knots: each width's own fit, else the pooled one)
-    per_width = {int(w): (tuple(k["predicted"]), tuple(k["observed"]))
-                 for w, k in table["calibration"].get("per_width", {}).items()}
-    width_knots = {w: per_width.get(w, knots) for w in rw}
-    rows = apply_choice(table, table.pop("set_t_over_ar"), rounds_pred, rounds_obs, rw, width_knots)
+    rows = apply_choice(table, set_costs, rounds_pred, rounds_obs, rw, table_width_knots(table, rw))
     md.append("Compiled sets, the policy replayed on the calibration rounds (tokens per AR step, best "
               f"first; batch {args.batch}):\n\n| auto_set | t_S(w) / t_AR | tokens / round | tokens / AR step | "
               "x AR (per row) | share of rounds |\n|---|---|---|---|---|---|\n" + "\n".join(

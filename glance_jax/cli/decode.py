@@ -172,6 +172,12 @@ def run(args) -> dict:
                 widths=sorted({int(w) for w in res.widths}) if res.widths is not None else None,
                 round_cost=_cost_source(round_cost) if auto or args.method == "ngram" else None)
   print(text)
+  if auto and round_cost is None and res.method == "ar":
+    from glance_jax.decode.policies import default_round_cost
+    host = default_round_cost(1).meta.get("host", "the testbed's CPU")
+    print(f"decode.py: note: the built-in cost table (measured on {host}, the testbed's in-cache target) finds "
+          "no width that beats AR, so glance-auto ran AR's loop; --round-cost device times this machine",
+          file=sys.stderr)
   used = f" widths={result['widths']} (costs: {result['round_cost']})" if auto else ""
   print(f"[{args.method} N={args.budget}{used}] new_tokens={len(new)} rounds={result['rounds']} tau={res.tau:.2f} "
         f"ms/token={result['ms_per_token']:.2f} tokens/s={result['tokens_per_s']:.1f}")

@@ -186,8 +186,10 @@ def _width_map(data: dict, key: str, path: str) -> dict[int, float]:
 def default_round_cost(batch: int = 1) -> RoundCost:
   """The built-in table measured at the largest batch <= `batch` (DEFAULT_TABLES), read once per
   process (generate() asks for it on every ngram and auto call, and a file read per call is time the
-  bench charges to the method). On the testbed the replay compiles width 15 at batch 1 and 2 and
-  says no width beats AR at batch 4 and 8 (`auto_plain_ar`: glance-auto runs the AR loop there)."""
+  bench charges to the method). They were measured on the testbed's in-cache target (a compute-bound
+  CPU, meta["host"]), where the replay of the shipped head's rounds finds no width that beats AR at
+  any batch (`auto_plain_ar`: glance-auto runs the AR loop); a memory-bound device (an accelerator
+  at batch 1) wants its own table: `--round-cost device` (bench/device_cost.py) or a measured file."""
   return _read_default(DEFAULT_TABLES[max(b for b in DEFAULT_TABLES if b <= max(int(batch), 1))])
 
 
