@@ -304,7 +304,7 @@ def main(argv=None) -> dict:
   args = parser().parse_args(argv)
   import jax
 
-  from glance_jax.bench import device_cost
+  from glance_jax.bench.host import cpu_host
   from glance_jax.decode import policies
   from glance_jax.head import Head
   from glance_jax.qwen3_vl.inputs import Processor
@@ -339,7 +339,7 @@ def main(argv=None) -> dict:
         backend=jax.default_backend(), device=str(jax.devices()[0].device_kind), hidden_size=t.hidden_size,
         num_layers=t.num_hidden_layers, vocab_size=t.vocab_size, block_size=head.config.block_size, batch=args.batch,
         source="python -m glance_jax.bench.calibrate (real loop, forced widths, testbed train prompts)",
-        **({"host": device_cost.cpu_host()} if jax.default_backend() == "cpu" else {}))
+        **({"host": cpu_host()} if jax.default_backend() == "cpu" else {}))
     table.pop("whole_round_ms", None)
   if not args.no_calibration:
     results = []

@@ -246,7 +246,7 @@ def _round_cost(path: str | None, target, block_size: int):
   expect = {"hidden_size": t.hidden_size, "num_layers": t.num_hidden_layers, "vocab_size": t.vocab_size,
             "backend": jax.default_backend(), "block_size": block_size}
   if expect["backend"] == "cpu":   # a round's cost in AR steps differs from one CPU to another
-    from glance_jax.bench.device_cost import cpu_host
+    from glance_jax.bench.host import cpu_host
     expect["host"] = cpu_host()
   stale = rc.check_matches(expect)
   for line in stale:

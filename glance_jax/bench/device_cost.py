@@ -34,6 +34,8 @@ import os
 import pathlib
 import time
 
+from glance_jax.bench.host import cpu_host   # table_key reads it from here (tests patch dc.cpu_host)
+
 DEVICE = "device"         # the --round-cost value that asks for this
 # 2: the compiled set chosen by the replay (a version-1 table, without it, is measured again)
 TABLE_VERSION = 2
@@ -59,27 +61,6 @@ def table_key(target, head, *, batch: int, budget: int) -> dict:
           "dtype": str(getattr(target.dtype, "__name__", target.dtype)), "head_layers": h.num_hidden_layers,
           "block_size": h.block_size, "batch": int(batch), "budget": int(budget),
           "table_version": TABLE_VERSION, "calibration": calibration_digest(batch)}
-
-
-def cpu_host() -> str:
-  """This host's processor as a round's cost sees it: "<model name> x<cores>, L3 <size>" (Linux sysfs /
-  procfs; what cannot be read is left out)."""
-  model = ""
-  try:
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"):
-        model = line.split(":", 1)[1].strip()
-        break
-  except OSError:
-    pass
-  caches = []
-  for idx in sorted(pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-    try:
-      caches.append(f"L{(idx / 'level').read_text().strip()} {(idx / 'size').read_text().strip()}")
-    except OSError:
-      continue
-  last = caches[-1] if caches else ""
-  return ", ".join(x for x in (f"{model or 'cpu'} x{os.cpu_count()}", last) if x)
 
 
 def calibration_digest(batch: int) -> str:
