@@ -71,6 +71,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from benchmarks import rival_round_cost as rrc  # noqa: E402
 from benchmarks import round_cost as rc  # noqa: E402
+from glance_jax.analysis.bootstrap import geometric_mean  # noqa: E402
 from glance_jax.aot.bounds import PAPER_ARM_TAUS, PAPER_TASKS  # noqa: E402
 from glance_jax.bench import physical_floor, round_split, timing  # noqa: E402
 from glance_jax.bench.random_models import long_prompt, size_config  # noqa: E402
@@ -180,10 +181,8 @@ def paper_predictions(round_over_ar: dict[str, float]) -> list[dict]:
       continue
     ratio = round_over_ar[arm]
     speed = {task: PAPER_ARM_TAUS[key][task] / ratio for task in PAPER_TASKS}
-    geo = 1.0
-    for v in speed.values():
-      geo *= v ** (1 / len(speed))
-    out.append(dict(arm=arm, round_over_ar=ratio, taus=dict(PAPER_ARM_TAUS[key]), speedup=speed, geomean=geo))
+    out.append(dict(arm=arm, round_over_ar=ratio, taus=dict(PAPER_ARM_TAUS[key]), speedup=speed,
+                    geomean=geometric_mean(list(speed.values()))))
   return out
 
 

@@ -107,9 +107,9 @@ def stored_set_costs(table: dict) -> dict[str, dict[str, float]]:
 
 def table_width_knots(table: dict, record_widths) -> dict[int, tuple]:
   """The calibration map the loop applies per width (as RoundCost.knots): the width's own fit where
-  the table's calibration has one, else the pooled one."""
+  the table's calibration has one, else the pooled one, else () (raw E[A])."""
   cal = table.get("calibration") or {}
-  pooled = (tuple(cal.get("predicted", ())), tuple(cal.get("observed", ())))
+  pooled = (tuple(cal["predicted"]), tuple(cal["observed"])) if cal.get("predicted") else ()
   own = {int(w): (tuple(k["predicted"]), tuple(k["observed"])) for w, k in (cal.get("per_width") or {}).items()}
   return {int(w): own.get(int(w), pooled) for w in record_widths}
 

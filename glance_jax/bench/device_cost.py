@@ -132,8 +132,7 @@ def measure_table(target, head, inputs, key: dict, *, budget: int, reps: int, ma
     set_costs = measure_costs(target, head, [prompt], budget=budget, reps=reps, max_new_tokens=max_new_tokens,
                               base=timed, sets=aset.candidate_sets(paying), only_sets=True,
                               log=log)["set_t_over_ar"]
-    rows = aset.apply_choice(table, set_costs, pred, obs, rw, {w: timed.per_width.get(w, timed.calibration)
-                                                              for w in rw}, margin=SET_MARGIN)
+    rows = aset.apply_choice(table, set_costs, pred, obs, rw, aset.table_width_knots(table, rw), margin=SET_MARGIN)
     table["meta"]["auto_set_from"] = f"{len(pred)} calibration rounds of {base.path} replayed on these costs"
     log(f"round cost: compiled set {table['auto_set']} ({rows[0]['vs_ar']:.2f}x AR replayed; "
         + ", ".join(f"{r['auto_set']}: {r['vs_ar']:.2f}" for r in rows[1:]) + ")")

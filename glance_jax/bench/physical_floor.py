@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from glance_jax.aot.bounds import CHIPS, step_bytes
+from glance_jax.bench import timing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +71,7 @@ def probe_gb_s(nbytes: int, repeats: int = 5, device=None) -> float:
     f(x).block_until_ready()
     times.append(time.perf_counter() - t)
   del x
-  times.sort()
-  return rows * cols * 2 / times[len(times) // 2] / 1e9
+  return rows * cols * 2 / timing.median(times) / 1e9
 
 
 def floor(config, context: int, bytes_per_param: int, device_kind: str, probed_gb_s: float | None) -> dict:
